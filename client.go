@@ -1,0 +1,147 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/internal/wake"
+	"github.com/relockgo/relock/luascripts"
+	"github.com/relockgo/relock/watchdog"
+)
+
+// Defaults of the Client options.
+const (
+	DefaultKeyPrefix       = "relock"
+	DefaultWatchdogTimeout = 30 * time.Second
+)
+
+// releaseTimeout bounds Unlock and the releases Close makes, whatever the
+// ctx given to Lock: a release runs after the caller's work, often in a defer.
+const releaseTimeout = 5 * time.Second
+
+// Client is the shared runtime of relock's locks: it holds the Redis client,
+// the watchdog that renews every lease, and the wake-up subscriptions of the
+// waiters. Create one per process (or per Redis deployment) and share it;
+// its methods and its locks are safe for concurrent use.
+type Client struct {
+	rc      rueidis.Client
+	prefix  string
+	timeout time.Duration // lease of watchdog-managed locks
+	log     *slog.Logger
+	publish string // "publish", or "spublish" in cluster mode
+	id      string // unique per Client; owner ids are id:seq
+	seq     atomic.Uint64
+	wd      *watchdog.Watchdog
+	hub     *wake.Hub
+	done    chan struct{} // closed by Close: ends waits
+
+	mu     sync.Mutex
+	closed bool               // guarded by mu
+	holds  map[*hold]struct{} // guarded by mu: holds that neither ended nor were lost
+}
+
+// New returns a Client that locks through rc and starts its watchdog. The
+// caller keeps ownership of rc: Close does not close it, and rc must stay
+// open until Close returns. New fails with ErrInvalid when rc is nil or an
+// option is invalid; it does not contact Redis.
+func New(rc rueidis.Client, opts ...Option) (*Client, error) {
+	if rc == nil {
+		return nil, fmt.Errorf("%w: nil rueidis.Client", ErrInvalid)
+	}
+	cfg := clientConfig{prefix: DefaultKeyPrefix, timeout: DefaultWatchdogTimeout, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	sharded := rc.Mode() == rueidis.ClientModeCluster
+	c := &Client{
+		rc:      rc,
+		prefix:  cfg.prefix,
+		timeout: cfg.timeout,
+		log:     cfg.log,
+		publish: "publish",
+		id:      uuid.NewString(),
+		wd:      watchdog.New(rc, cfg.log),
+		hub:     wake.NewHub(rc, sharded, cfg.log),
+		done:    make(chan struct{}),
+		holds:   map[*hold]struct{}{},
+	}
+	if sharded {
+		c.publish = "spublish"
+	}
+	return c, nil
+}
+
+// Close stops the watchdog and the wake-up subscriptions, and releases the
+// leases still held, best-effort, within a few seconds: their Contexts end
+// with cause ErrClosed and their Unlock returns ErrClosed. Locks that could
+// not be released expire after their lease. Lock calls waiting on this
+// Client return ErrClosed; later calls fail with ErrClosed. Close is
+// idempotent, waits for the Client's goroutines, and always returns nil.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	holds := make([]*hold, 0, len(c.holds))
+	for h := range c.holds {
+		holds = append(holds, h)
+	}
+	clear(c.holds)
+	c.mu.Unlock()
+
+	c.wd.Close()
+	c.releaseAll(holds)
+	c.hub.Close()
+	return nil
+}
+
+// releaseAll ends holds with ErrClosed and releases them in one round trip.
+func (c *Client) releaseAll(holds []*hold) {
+	if len(holds) == 0 {
+		return
+	}
+	calls := make([]luascripts.Call, len(holds))
+	for i, h := range holds {
+		h.end(fmt.Errorf("%w: the lease was released by Close", ErrClosed))
+		calls[i] = h.b.releaseCall(h.owner, 0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	for i, r := range luascripts.ExecMulti(ctx, c.rc, calls...) {
+		if err := r.Error(); err != nil {
+			c.log.Warn("relock: release at Close failed; the lock expires after its lease", "lock", holds[i].b.short, "err", err)
+		}
+	}
+}
+
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Client) newOwner() string {
+	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10)
+}
+
+func init() {
+	kind.Register(bind)
+}

@@ -1,0 +1,34 @@
+package relock
+
+import "errors"
+
+// Errors returned by relock. Match them with errors.Is: most are wrapped with
+// the lock's name and what went wrong.
+var (
+	// ErrNotAcquired reports that TryLock found the lock held by another
+	// owner, or, joined with the ctx's error, that Lock's ctx ended while the
+	// lock was held by another owner.
+	ErrNotAcquired = errors.New("relock: lock held by another owner")
+
+	// ErrLockLost reports that a lease ended without Unlock: a renewal found
+	// the lock gone or held by another owner, or the lease's validity passed
+	// without a successful renewal. It is the cause of a lost lease's Context
+	// and the result of its Unlock.
+	ErrLockLost = errors.New("relock: lock lost")
+
+	// ErrNotHeld reports an Unlock of a lease that was already unlocked.
+	ErrNotHeld = errors.New("relock: lease not held")
+
+	// ErrWouldDeadlock reports a Lock that could only wait for itself: a
+	// plain mutex locked again in the call chain that holds it, or a reader
+	// asking for the write lock it shares.
+	ErrWouldDeadlock = errors.New("relock: lock would deadlock")
+
+	// ErrClosed reports use of a closed Client, or, as a lease's Context
+	// cause and Unlock result, that Close released the lease.
+	ErrClosed = errors.New("relock: client closed")
+
+	// ErrInvalid reports a bad argument. It is always wrapped with what was
+	// wrong.
+	ErrInvalid = errors.New("relock: invalid argument")
+)

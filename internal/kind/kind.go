@@ -1,0 +1,145 @@
+// Package kind is the contract between package relock, which runs the one
+// locking engine (acquire loop, leases, watchdog, wake-ups), and the lock
+// kinds (mutex, reentrant, fair, rwlock), which describe themselves to it with
+// a Spec.
+//
+// The kinds import package relock for its public types, so relock cannot
+// import them, and they cannot reach its unexported engine. relock therefore
+// installs the engine here at init (Register), and kinds bind their locks
+// through New. The values cross this boundary as any; Lock converts them back
+// so that neither side repeats the assertions.
+package kind
+
+import (
+	"context"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock/luascripts"
+)
+
+// Spec describes a lock kind to the engine. Its scripts follow the argument
+// conventions below, which the engine fills in.
+type Spec struct {
+	// Kind names the kind in errors: "mutex", "reentrant", ….
+	Kind string
+
+	// Acquire takes the lock for a new owner.
+	// KEYS: lock, fence. ARGV: owner, lease ms.
+	// Returns {1, token} when acquired, {0, pttl ms} when held by another.
+	Acquire *rueidis.Lua
+
+	// Reenter adds a hold for an owner that holds the lock already and
+	// refreshes the lease to its full length. Nil for a kind that cannot be
+	// re-entered: the engine then fails re-entry with ErrWouldDeadlock.
+	// KEYS: lock. ARGV: owner, lease ms, hold depth after the call.
+	// Returns 1 when the owner holds the lock at that depth, 0 when it does
+	// not hold the lock.
+	Reenter *rueidis.Lua
+
+	// Release ends one hold of an owner and, when it was the last, deletes the
+	// lock and publishes a wake-up.
+	// KEYS: lock. ARGV: owner, wake-up channel, publish command, hold depth
+	// being ended (always 1 for a kind without Reenter).
+	// Returns 1 when released (also when a retried call finds its earlier
+	// attempt applied), 0 when the owner does not hold the lock.
+	Release *rueidis.Lua
+}
+
+// Keys are the Redis names of one lock. They share the hash tag {name}, so a
+// lock lives in one cluster slot.
+type Keys struct {
+	Lock    string // the lock itself: string (mutex) or hash of owner → holds
+	Fence   string // the last fencing token issued
+	Queue   string // fair: waiters in arrival order
+	Waiters string // fair: waiter deadlines
+	Readers string // rwlock: reader deadlines
+	Wake    string // the wake-up channel
+}
+
+// NewKeys returns the keys of lock name under prefix.
+func NewKeys(prefix, name string) Keys {
+	base := prefix + ":{" + name + "}"
+	return Keys{
+		Lock:    base,
+		Fence:   base + ":fence",
+		Queue:   base + ":queue",
+		Waiters: base + ":waiters",
+		Readers: base + ":readers",
+		Wake:    base + ":wake",
+	}
+}
+
+// Binding is one named lock bound to a Client's engine. Package relock
+// implements it.
+type Binding interface {
+	// Acquire locks, waiting unless try is set. Its lease is a *relock.Lease.
+	Acquire(ctx context.Context, try bool) (lease any, err error)
+	// Check returns the error every call on this lock would fail with: an
+	// invalid name or option (ErrInvalid), a closed Client (ErrClosed).
+	Check() error
+	// Redis is the Client's Redis client.
+	Redis() rueidis.Client
+	// Keys are the lock's Redis names.
+	Keys() Keys
+	// Publish is the command that publishes wake-ups: "publish", or
+	// "spublish" in cluster mode.
+	Publish() string
+	// Owner returns the owner id that ctx holds this lock as, if any.
+	Owner(ctx context.Context) (owner string, ok bool)
+	// Wrap annotates err with the kind and the lock's name.
+	Wrap(op string, err error) error
+}
+
+var bind func(client any, name string, spec *Spec, opts any) Binding
+
+// Register installs the engine. Package relock calls it at init.
+func Register(f func(client any, name string, spec *Spec, opts any) Binding) { bind = f }
+
+// Lock is a Binding whose leases are of type L (*relock.Lease).
+type Lock[L any] struct{ Binding }
+
+// New binds lock name of spec to client (a *relock.Client) with opts (a
+// []relock.LockOption).
+func New[L any](client any, name string, spec *Spec, opts any) Lock[L] {
+	return Lock[L]{bind(client, name, spec, opts)}
+}
+
+// Lock waits until the lock is acquired or ctx ends.
+func (l Lock[L]) Lock(ctx context.Context) (L, error) { return l.acquire(ctx, false) }
+
+// TryLock makes one attempt.
+func (l Lock[L]) TryLock(ctx context.Context) (L, error) { return l.acquire(ctx, true) }
+
+func (l Lock[L]) acquire(ctx context.Context, try bool) (L, error) {
+	v, err := l.Acquire(ctx, try)
+	lease, _ := v.(L)
+	return lease, err
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (l Lock[L]) IsLocked(ctx context.Context) (bool, error) {
+	if err := l.Check(); err != nil {
+		return false, err
+	}
+	rc := l.Redis()
+	n, err := rc.Do(ctx, rc.B().Exists().Key(l.Keys().Lock).Build()).AsInt64()
+	if err != nil {
+		return false, l.Wrap("is locked", err)
+	}
+	return n == 1, nil
+}
+
+// ForceUnlock deletes the lock whoever holds it, wakes its waiters, and
+// reports whether it was held.
+func (l Lock[L]) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := l.Check(); err != nil {
+		return false, err
+	}
+	k := l.Keys()
+	n, err := luascripts.ForceUnlock.Exec(ctx, l.Redis(), []string{k.Lock}, []string{k.Wake, l.Publish()}).AsInt64()
+	if err != nil {
+		return false, l.Wrap("force unlock", err)
+	}
+	return n == 1, nil
+}

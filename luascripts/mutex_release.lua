@@ -1,0 +1,17 @@
+-- mutex_release: release a plain mutex if the caller still owns it, and wake
+-- the waiters.
+--
+-- KEYS[1]  the lock (string: owner id)
+-- ARGV[1]  owner id
+-- ARGV[2]  wake-up channel
+-- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[4]  hold depth being ended: ignored, a mutex is held once
+--
+-- Returns 1 when released, 0 when the lock was not held by this owner (it
+-- expired, was force-unlocked, or another owner holds it now).
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[3], ARGV[2], '')
+return 1

@@ -1,0 +1,23 @@
+-- renew: extend a held lease, whatever the lock kind, if the caller still owns
+-- it. Never creates the lock.
+--
+-- KEYS[1]  the lock: a string holding the owner id (mutex) or a hash with
+--          the owner id as a field (reentrant, fair)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease, milliseconds
+--
+-- Returns 1 when renewed, 0 when the owner no longer holds the lock.
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'string' then
+  if redis.call('get', KEYS[1]) ~= ARGV[1] then
+    return 0
+  end
+elseif kind == 'hash' then
+  if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return 0
+  end
+else
+  return 0
+end
+redis.call('pexpire', KEYS[1], ARGV[2])
+return 1

@@ -1,0 +1,94 @@
+package relock
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// MinLease is the shortest lease relock accepts, for WithLease and
+// WithWatchdogTimeout alike: shorter leases would be spent on the clock drift
+// allowance and the round trip before they could be used.
+const MinLease = 10 * time.Millisecond
+
+// An Option configures a Client.
+type Option func(*clientConfig)
+
+type clientConfig struct {
+	prefix  string
+	timeout time.Duration
+	log     *slog.Logger
+	err     error // the first invalid option
+}
+
+func (c *clientConfig) invalid(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
+}
+
+// WithKeyPrefix sets the prefix of every Redis key and channel the Client
+// uses: lock N lives at "prefix:{N}". The default is "relock". A prefix that
+// is empty or holds '{' or '}' (which would change the cluster hash tag) makes
+// New fail with ErrInvalid.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *clientConfig) {
+		if prefix == "" || strings.ContainsAny(prefix, "{}") {
+			c.invalid("key prefix %q: must be non-empty and hold no '{' or '}'", prefix)
+			return
+		}
+		c.prefix = prefix
+	}
+}
+
+// WithWatchdogTimeout sets the lease of every lock held without WithLease.
+// The watchdog renews such leases every d/3, so a holder that dies keeps the
+// lock for at most d. The default is 30s. A d below MinLease makes New fail
+// with ErrInvalid.
+func WithWatchdogTimeout(d time.Duration) Option {
+	return func(c *clientConfig) {
+		if d < MinLease {
+			c.invalid("watchdog timeout %v: must be at least %v", d, MinLease)
+			return
+		}
+		c.timeout = d
+	}
+}
+
+// WithLogger sets where the Client logs what it cannot return as an error:
+// renewal retries, failed best-effort releases, lost subscriptions. The
+// default, and a nil l, discard logs.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *clientConfig) {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		c.log = l
+	}
+}
+
+// A LockOption configures one lock; every kind's constructor accepts them.
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	lease time.Duration // 0: watchdog-managed
+	err   error         // the first invalid option
+}
+
+// WithLease gives the lock a fixed lease of d instead of a watchdog-managed
+// one: the lock is not renewed and expires d after it was acquired (or last
+// re-entered), whether or not the holder is done. The lease's Context is then
+// canceled with cause ErrLockLost. A d below MinLease makes Lock and TryLock
+// fail with ErrInvalid.
+func WithLease(d time.Duration) LockOption {
+	return func(c *lockConfig) {
+		if d < MinLease {
+			if c.err == nil {
+				c.err = fmt.Errorf("%w: lease %v: must be at least %v", ErrInvalid, d, MinLease)
+			}
+			return
+		}
+		c.lease = d
+	}
+}

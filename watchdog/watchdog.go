@@ -1,0 +1,283 @@
+// Package watchdog is the one lease scheduler of a relock Client.
+//
+// It keeps every lease the Client holds: a renewed lease is extended every
+// third of its length, and all renewals due at about the same time go to
+// Redis in one round trip; a fixed lease is only watched. Each lease has a
+// validity, last confirmation + lease − drift on the local monotonic clock,
+// until which it is certainly held. A lease is lost, and its lost callback
+// called with ErrTaken or ErrExpired, when a renewal finds the lock gone or held
+// by another owner, or when its validity passes without a successful
+// renewal. Renewals that fail on network errors are retried until then.
+// The renewal script never creates a lock, so a lost lease stays lost.
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock/luascripts"
+)
+
+// Drift is the allowance for clock drift between the client and Redis taken
+// off a lease's validity: lease/100 + 2ms.
+func Drift(lease time.Duration) time.Duration { return lease/100 + 2*time.Millisecond }
+
+// Entry is one lease the watchdog keeps.
+type Entry struct {
+	key   string
+	args  []string // renewal ARGV: owner, lease ms
+	lease time.Duration
+	renew bool
+	lost  func(error) // called at most once, from the watchdog; never after Remove returned
+
+	// Guarded by Watchdog.mu.
+	validUntil time.Time
+	next       time.Time // when the next renewal is due; zero for a fixed lease
+	inflight   bool      // a renewal is on its way
+	live       bool      // registered, not lost, not removed
+	w          *Watchdog
+}
+
+// NewEntry returns the lease of owner on lock key, confirmed at confirmed
+// (when the command that acquired it was sent), lasting lease. With renew
+// set the watchdog renews it; otherwise it only ends it at its validity. lost
+// is called with ErrTaken or ErrExpired when the lease is lost; it must not
+// block.
+func NewEntry(key, owner string, lease time.Duration, renew bool, confirmed time.Time, lost func(cause error)) *Entry {
+	e := &Entry{
+		key:   key,
+		args:  []string{owner, strconv.FormatInt(lease.Milliseconds(), 10)},
+		lease: lease,
+		renew: renew,
+		lost:  lost,
+	}
+	e.confirm(confirmed)
+	return e
+}
+
+// confirm records that the lock was held for a full lease at t.
+func (e *Entry) confirm(t time.Time) {
+	if v := t.Add(e.lease - Drift(e.lease)); v.After(e.validUntil) {
+		e.validUntil = v
+	}
+	if e.renew {
+		e.next = t.Add(e.lease / 3)
+	}
+}
+
+// ValidUntil returns the time on the local monotonic clock until which the
+// lease is certainly held.
+func (e *Entry) ValidUntil() time.Time {
+	if e.w == nil {
+		return e.validUntil
+	}
+	e.w.mu.Lock()
+	defer e.w.mu.Unlock()
+	return e.validUntil
+}
+
+// Watchdog renews and watches leases. Its zero value is not usable; call New.
+type Watchdog struct {
+	rc  rueidis.Client
+	log *slog.Logger
+
+	mu      sync.Mutex
+	entries map[*Entry]struct{} // guarded by mu: the live entries
+	poke    chan struct{}       // wakes the loop when an entry may be due sooner
+	ctx     context.Context     // canceled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the loop and renewal batches in flight
+}
+
+// New starts the watchdog of a Client using rc. Close stops it.
+func New(rc rueidis.Client, log *slog.Logger) *Watchdog {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watchdog{
+		rc:      rc,
+		log:     log,
+		entries: map[*Entry]struct{}{},
+		poke:    make(chan struct{}, 1),
+		ctx:     ctx,
+		cancel:  cancel,
+	}
+	w.wg.Add(1)
+	go w.loop()
+	return w
+}
+
+// Add starts keeping e. It returns false, and does not keep e, after Close.
+func (w *Watchdog) Add(e *Entry) bool {
+	w.mu.Lock()
+	if w.ctx.Err() != nil {
+		w.mu.Unlock()
+		return false
+	}
+	e.w = w
+	e.live = true
+	w.entries[e] = struct{}{}
+	w.mu.Unlock()
+	w.wake()
+	return true
+}
+
+// Confirm records that e's lock was found held for a full lease at t (a
+// re-entry refreshed it), and reports whether e is still live.
+func (w *Watchdog) Confirm(e *Entry, t time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !e.live {
+		return false
+	}
+	e.confirm(t)
+	return true
+}
+
+// Remove stops keeping e and reports whether it was live: not lost and not
+// removed before. Once Remove returns, e's lost callback is not called: a
+// renewal in flight is ignored.
+func (w *Watchdog) Remove(e *Entry) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !e.live {
+		return false
+	}
+	e.live = false
+	delete(w.entries, e)
+	return true
+}
+
+// Close stops the watchdog and waits for its goroutines. It does not call
+// the lost callbacks of the entries it kept; the caller ends them. Close is
+// idempotent.
+func (w *Watchdog) Close() {
+	w.mu.Lock()
+	w.cancel()
+	for e := range w.entries {
+		e.live = false
+	}
+	clear(w.entries)
+	w.mu.Unlock()
+	w.wg.Wait()
+}
+
+func (w *Watchdog) wake() {
+	select {
+	case w.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Watchdog) loop() {
+	defer w.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		batch, lost, due := w.scan(time.Now())
+		for _, e := range lost {
+			e.lost(ErrExpired)
+		}
+		if len(batch) > 0 {
+			w.wg.Add(1)
+			go w.renew(batch)
+		}
+		if due.IsZero() {
+			timer.Reset(time.Hour)
+		} else {
+			timer.Reset(time.Until(due))
+		}
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.poke:
+		case <-timer.C:
+		}
+	}
+}
+
+// scan ends the leases whose validity has passed, collects the renewals due
+// by now (and those due soon after, so that they share the round trip), and
+// returns when it must run next.
+func (w *Watchdog) scan(now time.Time) (batch, lost []*Entry, due time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for e := range w.entries {
+		if !now.Before(e.validUntil) {
+			e.live = false
+			delete(w.entries, e)
+			lost = append(lost, e)
+			continue
+		}
+		if e.renew && !e.inflight && !now.Before(e.next.Add(-e.lease/30)) {
+			e.inflight = true
+			batch = append(batch, e)
+		}
+		wake := e.validUntil
+		if e.renew && !e.inflight && e.next.Before(wake) {
+			wake = e.next
+		}
+		if due.IsZero() || wake.Before(due) {
+			due = wake
+		}
+	}
+	return batch, lost, due
+}
+
+// renew sends the renewals of batch in one round trip and records the
+// outcomes.
+func (w *Watchdog) renew(batch []*Entry) {
+	defer w.wg.Done()
+	calls := make([]luascripts.Call, len(batch))
+	var deadline time.Time
+	w.mu.Lock()
+	for i, e := range batch {
+		calls[i] = luascripts.Call{Script: luascripts.Renew, Keys: []string{e.key}, Args: e.args}
+		if e.validUntil.After(deadline) {
+			deadline = e.validUntil
+		}
+	}
+	w.mu.Unlock()
+	// No renewal can help once the last validity in the batch has passed.
+	ctx, cancel := context.WithDeadline(w.ctx, deadline)
+	defer cancel()
+	sent := time.Now()
+	results := luascripts.ExecMulti(ctx, w.rc, calls...)
+
+	var lost []*Entry
+	w.mu.Lock()
+	for i, e := range batch {
+		e.inflight = false
+		if !e.live {
+			continue
+		}
+		held, err := results[i].AsInt64()
+		switch {
+		case err != nil:
+			// Retry soon; the lease is lost if its validity passes first.
+			e.next = time.Now().Add(e.lease / 10)
+			w.log.Warn("relock: lease renewal failed; retrying", "key", e.key, "err", err)
+		case held == 1:
+			e.confirm(sent)
+		default:
+			e.live = false
+			delete(w.entries, e)
+			lost = append(lost, e)
+		}
+	}
+	w.mu.Unlock()
+	for _, e := range lost {
+		e.lost(ErrTaken)
+	}
+	w.wake()
+}
+
+// Why a lease was lost, as passed to an Entry's lost callback.
+var (
+	ErrExpired = errors.New("lease expired without a confirmed renewal")
+	ErrTaken   = errors.New("renewal found the lock gone or held by another owner")
+)
