@@ -131,7 +131,8 @@ func ctxErr(ctx context.Context) error {
 // uncontended path is one round trip. A waiter that failed once joins the
 // lock's wake-up subscription, waits for it to be confirmed, and retries
 // after each wake-up, each expiry of the holder's lease, or maxWait,
-// whichever comes first, until ctx ends.
+// whichever comes first, until ctx ends. Lock (not TryLock) waits out network
+// errors the same way, with a backoff.
 func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 	if err := b.Check(); err != nil {
 		return nil, err
@@ -143,6 +144,7 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		return b.reenter(ctx, h)
 	}
 	owner := b.c.newOwner()
+	backoff := 10 * time.Millisecond // after an attempt that failed on the network
 	var sub *wake.Sub
 	defer func() {
 		if sub != nil {
@@ -156,13 +158,19 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		}
 		sent := time.Now()
 		token, pttl, err := b.tryAcquire(ctx, owner)
-		if err != nil {
-			return nil, err
-		}
-		if token > 0 {
+		switch {
+		case err != nil && (try || ctx.Err() != nil || isRedisErr(err)):
+			return nil, b.Wrap("lock", errors.Join(err, ctx.Err()))
+		case err != nil:
+			b.c.log.Warn("relock: acquire failed; retrying", "lock", b.short, "err", err)
+			if werr := b.wait(ctx, nil, backoff); werr != nil {
+				return nil, b.Wrap("lock", errors.Join(err, werr))
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		case token > 0:
 			return b.grant(ctx, owner, token, sent)
-		}
-		if try {
+		case try:
 			return nil, b.errorf(ErrNotAcquired, "try lock")
 		}
 		if sub == nil {
@@ -176,24 +184,40 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		case pttl >= 0:
 			wait = min(wait, time.Duration(pttl+1)*time.Millisecond)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-next:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, errors.Join(b.errorf(ErrNotAcquired, "lock"), ctxErr(ctx))
-		case <-b.c.done:
-			t.Stop()
-			return nil, b.errorf(ErrClosed, "lock: the Client closed while waiting")
+		if err := b.wait(ctx, next, wait); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, err
+			}
+			return nil, errors.Join(b.errorf(ErrNotAcquired, "lock"), err)
 		}
-		t.Stop()
 	}
+}
+
+// wait sleeps until next fires, d passes, ctx ends (its error) or the Client
+// closes (ErrClosed).
+func (b *binding) wait(ctx context.Context, next <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-next:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	case <-b.c.done:
+		return b.errorf(ErrClosed, "lock: the Client closed while waiting")
+	}
+}
+
+func isRedisErr(err error) bool {
+	_, ok := rueidis.IsRedisErr(err)
+	return ok
 }
 
 // tryAcquire makes one attempt for a new owner. It returns the fencing token
 // when acquired, else the holder's remaining lease in milliseconds (as PTTL
-// reports it).
+// reports it). An error is rueidis's, unwrapped.
 func (b *binding) tryAcquire(ctx context.Context, owner string) (token, pttl int64, err error) {
 	res := b.spec.Acquire.Exec(ctx, b.c.rc, []string{b.keys.Lock, b.keys.Fence}, []string{owner, b.ms})
 	v, err := res.AsIntSlice()
@@ -201,14 +225,11 @@ func (b *binding) tryAcquire(ctx context.Context, owner string) (token, pttl int
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
 	if err != nil {
-		if _, isRedisErr := rueidis.IsRedisErr(err); !isRedisErr {
+		if !isRedisErr(err) {
 			// The script may have run and its reply been lost.
 			b.abandon(owner, 1)
 		}
-		if ctx.Err() != nil {
-			return 0, 0, b.Wrap("lock", ctxErr(ctx))
-		}
-		return 0, 0, b.Wrap("lock", err)
+		return 0, 0, err
 	}
 	if v[0] == 1 {
 		return v[1], 0, nil
@@ -265,7 +286,7 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 	sent := time.Now()
 	n, err := b.spec.Reenter.Exec(ctx, b.c.rc, []string{b.keys.Lock}, []string{h.owner, b.ms, strconv.Itoa(depth)}).AsInt64()
 	if err != nil {
-		if _, isRedisErr := rueidis.IsRedisErr(err); !isRedisErr {
+		if !isRedisErr(err) {
 			b.abandon(h.owner, depth)
 		}
 		return nil, b.Wrap("lock (re-entry)", err)

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/relockgo/relock/watchdog"
 )
 
@@ -147,7 +145,7 @@ func (b *binding) release(owner string, depth int) (held bool, err error) {
 		if err == nil {
 			return n == 1, nil
 		}
-		if _, isRedisErr := rueidis.IsRedisErr(err); isRedisErr || ctx.Err() != nil {
+		if isRedisErr(err) || ctx.Err() != nil {
 			return false, b.Wrap("release (the lock expires after its lease)", err)
 		}
 		t := time.NewTimer(backoff)
