@@ -1,0 +1,226 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/mutex"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// The environment of a child process.
+const (
+	envRole = "RELOCK_TEST_CHILD" // what the child does; redistest.Main starts no server when set
+	envAddr = "RELOCK_TEST_ADDR"  // the Redis server
+	envArgs = "RELOCK_TEST_ARGS"  // role arguments, space-separated
+)
+
+// child is a re-executed test binary playing a role, talking in lines.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string // stdout lines that start with "child: ", prefix removed
+	stdin io.WriteCloser
+}
+
+// startChild re-executes the test binary as a child playing role against
+// the server at addr. The child is killed at cleanup.
+func startChild(t *testing.T, addr, role string, args ...string) *child {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envRole+"="+role, envAddr+"="+addr, envArgs+"="+strings.Join(args, " "))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, lines: make(chan string, 1024), stdin: stdin}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(c.lines)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			if line, ok := strings.CutPrefix(s.Text(), "child: "); ok {
+				c.lines <- line
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		wg.Wait()
+		cmd.Wait()
+	})
+	return c
+}
+
+// expect returns the child's next line, which must start with prefix.
+func (c *child) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	select {
+	case line, ok := <-c.lines:
+		if !ok {
+			t.Fatalf("child exited before saying %q", prefix)
+		}
+		rest, found := strings.CutPrefix(line, prefix)
+		if !found {
+			t.Fatalf("child said %q, want %q…", line, prefix)
+		}
+		return strings.TrimSpace(rest)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("child did not say %q", prefix)
+	}
+	return ""
+}
+
+// wait waits for the child to exit and fails the test if it failed.
+func (c *child) wait(t *testing.T) {
+	t.Helper()
+	for range c.lines {
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("child failed: %v", err)
+	}
+}
+
+// TestChild is the entry point of child processes; it is skipped in a normal
+// run.
+func TestChild(t *testing.T) {
+	role := os.Getenv(envRole)
+	if role == "" {
+		t.Skip("runs only as a child process of another test")
+	}
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv(envAddr)}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	args := strings.Fields(os.Getenv(envArgs))
+	switch role {
+	case "counter":
+		childCounter(t, rc, args)
+	case "hold":
+		childHold(t, rc, args)
+	default:
+		t.Fatalf("unknown role %q", role)
+	}
+}
+
+func say(format string, args ...any) { fmt.Printf("child: "+format+"\n", args...) }
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// childCounter: args name goroutines increments. Each goroutine increments
+// an unprotected counter (GET, then SET) under the mutex and reports each
+// grant as "grant <counter value> <token>"; then "done".
+func childCounter(t *testing.T, rc rueidis.Client, args []string) {
+	name, workers, increments := args[0], atoi(t, args[1]), atoi(t, args[2])
+	c, err := relock.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := mutex.New(c, name)
+	counter := "counter:" + name
+	var (
+		wg  sync.WaitGroup
+		out sync.Mutex
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for range increments {
+				lease, err := m.Lock(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				v, err := rc.Do(ctx, rc.B().Get().Key(counter).Build()).AsInt64()
+				if err != nil && !rueidis.IsRedisNil(err) {
+					t.Error(err)
+				}
+				v++
+				if err := rc.Do(ctx, rc.B().Set().Key(counter).Value(strconv.FormatInt(v, 10)).Build()).Error(); err != nil {
+					t.Error(err)
+				}
+				out.Lock()
+				say("grant %d %d", v, lease.Token())
+				out.Unlock()
+				if err := lease.Unlock(); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	say("done")
+}
+
+// childHold: args name watchdog-timeout. Locks the mutex and says "locked
+// <token>", then waits for the lease to end and says "lost <is ErrLockLost>"
+// and "unlock <is ErrLockLost>". It exits when its stdin closes.
+func childHold(t *testing.T, rc rueidis.Client, args []string) {
+	name := args[0]
+	timeout, err := time.ParseDuration(args[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := relock.New(rc, relock.WithWatchdogTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lease, err := mutex.New(c, name).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("locked %d", lease.Token())
+	stdinClosed := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stdinClosed)
+	}()
+	select {
+	case <-lease.Context().Done():
+		say("lost %t", errors.Is(context.Cause(lease.Context()), relock.ErrLockLost))
+		say("unlock %t", errors.Is(lease.Unlock(), relock.ErrLockLost))
+	case <-stdinClosed:
+	}
+	<-stdinClosed
+}

@@ -1,0 +1,123 @@
+package integration
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/mutex"
+)
+
+func TestMutexExcludesAcrossProcesses(t *testing.T) {
+	srv := redistest.Shared(t)
+	const procs, workers, increments = 2, 8, 40
+	name := t.Name()
+	children := make([]*child, procs)
+	for i := range children {
+		children[i] = startChild(t, srv.Addr(), "counter", name, strconv.Itoa(workers), strconv.Itoa(increments))
+	}
+	type grant struct{ value, token int64 }
+	var grants []grant
+	for _, c := range children {
+		for line := range c.lines {
+			if line == "done" {
+				continue
+			}
+			f := strings.Fields(strings.TrimPrefix(line, "grant "))
+			require.Len(t, f, 2, "line %q", line)
+			v, _ := strconv.ParseInt(f[0], 10, 64)
+			tok, _ := strconv.ParseInt(f[1], 10, 64)
+			grants = append(grants, grant{v, tok})
+		}
+		c.wait(t)
+	}
+	const total = procs * workers * increments
+	rc := srv.Client(t)
+	final, err := rc.Do(context.Background(), rc.B().Get().Key("counter:"+name).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(total), final, "no increment lost: no two holders at once")
+
+	// The counter orders the grants; tokens must follow that order.
+	require.Len(t, grants, total)
+	sort.Slice(grants, func(i, j int) bool { return grants[i].value < grants[j].value })
+	for i, g := range grants {
+		require.Equal(t, int64(i+1), g.value, "each counter value seen once")
+		if i > 0 {
+			require.Greater(t, g.token, grants[i-1].token, "tokens increase in grant order (grant %d)", i)
+		}
+	}
+}
+
+func TestKilledHolderLosesLockWithinLease(t *testing.T) {
+	srv := redistest.Shared(t)
+	const lease = time.Second
+	name := t.Name()
+	holder := startChild(t, srv.Addr(), "hold", name, lease.String())
+	holder.expect(t, "locked")
+
+	c, err := relock.New(srv.Client(t))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, holder.cmd.Process.Kill())
+	killed := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), lease+time.Second)
+	defer cancel()
+	l, err := mutex.New(c, name).Lock(ctx)
+	require.NoError(t, err, "acquired within lease + 1s of the holder's death")
+	t.Logf("acquired %v after the holder was killed", time.Since(killed))
+	require.NoError(t, l.Unlock())
+}
+
+func TestPausedHolderIsFencedOff(t *testing.T) {
+	srv := redistest.Shared(t)
+	const lease = time.Second
+	name := t.Name()
+	holder := startChild(t, srv.Addr(), "hold", name, lease.String())
+	oldToken, err := strconv.ParseInt(holder.expect(t, "locked"), 10, 64)
+	require.NoError(t, err)
+
+	rc := srv.Client(t)
+	c, err := relock.New(rc, relock.WithWatchdogTimeout(lease))
+	require.NoError(t, err)
+	defer c.Close()
+
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := true
+	defer func() {
+		if stopped {
+			holder.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := mutex.New(c, name).Lock(ctx)
+	require.NoError(t, err, "the paused holder's lease expires")
+	defer l.Unlock()
+	assert.Greater(t, l.Token(), oldToken, "the new holder's token is larger")
+	key := "relock:{" + name + "}"
+	owner, err := rc.Do(ctx, rc.B().Get().Key(key).Build()).ToString()
+	require.NoError(t, err)
+
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGCONT))
+	stopped = false
+	assert.Equal(t, "true", holder.expect(t, "lost"), "the old holder's Context ends with ErrLockLost")
+	assert.Equal(t, "true", holder.expect(t, "unlock"), "the old holder's Unlock returns ErrLockLost")
+
+	after, err := rc.Do(ctx, rc.B().Get().Key(key).Build()).ToString()
+	require.NoError(t, err)
+	assert.Equal(t, owner, after, "the old holder neither deleted nor took the key")
+	assert.NoError(t, l.Context().Err(), "the new holder still holds the lock")
+	assert.True(t, time.Now().Before(l.ValidUntil()))
+	require.NoError(t, l.Unlock())
+	holder.stdin.Close()
+	holder.wait(t)
+}
