@@ -134,20 +134,23 @@ func (l *Lease) Unlock() error {
 // release ends the owner's hold at depth (0: all of it), retrying on network
 // errors until releaseTimeout, and reports whether the owner held the lock.
 // Releases name the depth they end, so a retry whose earlier attempt was
-// applied does not release twice.
+// applied does not count down twice; and a retry that finds the lock gone
+// after an attempt with no reply takes that attempt to have released it.
 func (b *binding) release(owner string, depth int) (held bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	call := b.releaseCall(owner, depth)
 	backoff := 10 * time.Millisecond
+	unanswered := false // an earlier attempt may have been applied
 	for {
 		n, err := call.Script.Exec(ctx, b.c.rc, call.Keys, call.Args).AsInt64()
 		if err == nil {
-			return n == 1, nil
+			return n == 1 || unanswered, nil
 		}
 		if isRedisErr(err) || ctx.Err() != nil {
 			return false, b.Wrap("release (the lock expires after its lease)", err)
 		}
+		unanswered = true
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

@@ -19,7 +19,18 @@ import (
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/mutex"
+	"github.com/relockgo/relock/reentrant"
 )
+
+// kinds are the lock kinds the cross-process tests run over.
+var kinds = map[string]func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker{
+	"mutex": func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return mutex.New(c, name, opts...)
+	},
+	"reentrant": func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return reentrant.New(c, name, opts...)
+	},
+}
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
@@ -144,17 +155,17 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
-// childCounter: args name goroutines increments. Each goroutine increments
-// an unprotected counter (GET, then SET) under the mutex and reports each
-// grant as "grant <counter value> <token>"; then "done".
+// childCounter: args kind name goroutines increments. Each goroutine
+// increments an unprotected counter (GET, then SET) under the lock and
+// reports each grant as "grant <counter value> <token>"; then "done".
 func childCounter(t *testing.T, rc rueidis.Client, args []string) {
-	name, workers, increments := args[0], atoi(t, args[1]), atoi(t, args[2])
+	kind, name, workers, increments := args[0], args[1], atoi(t, args[2]), atoi(t, args[3])
 	c, err := relock.New(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	m := mutex.New(c, name)
+	m := kinds[kind](c, name)
 	counter := "counter:" + name
 	var (
 		wg  sync.WaitGroup
@@ -192,35 +203,48 @@ func childCounter(t *testing.T, rc rueidis.Client, args []string) {
 	say("done")
 }
 
-// childHold: args name watchdog-timeout. Locks the mutex and says "locked
-// <token>", then waits for the lease to end and says "lost <is ErrLockLost>"
-// and "unlock <is ErrLockLost>". It exits when its stdin closes.
+// childHold: args kind name watchdog-timeout depth. Locks the lock depth
+// times down one call chain and says "locked <token>", then waits for the
+// leases to end and says, for each from the innermost, "lost <is
+// ErrLockLost>" and "unlock <is ErrLockLost>". It exits when its stdin
+// closes.
 func childHold(t *testing.T, rc rueidis.Client, args []string) {
-	name := args[0]
-	timeout, err := time.ParseDuration(args[1])
+	kind, name := args[0], args[1]
+	timeout, err := time.ParseDuration(args[2])
 	if err != nil {
 		t.Fatal(err)
 	}
+	depth := atoi(t, args[3])
 	c, err := relock.New(rc, relock.WithWatchdogTimeout(timeout))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	lease, err := mutex.New(c, name).Lock(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	m := kinds[kind](c, name)
+	ctx := context.Background()
+	var leases []*relock.Lease
+	for range depth {
+		lease, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+		ctx = lease.Context()
 	}
-	say("locked %d", lease.Token())
+	say("locked %d", leases[0].Token())
 	stdinClosed := make(chan struct{})
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
 		close(stdinClosed)
 	}()
-	select {
-	case <-lease.Context().Done():
-		say("lost %t", errors.Is(context.Cause(lease.Context()), relock.ErrLockLost))
-		say("unlock %t", errors.Is(lease.Unlock(), relock.ErrLockLost))
-	case <-stdinClosed:
+	for i := len(leases) - 1; i >= 0; i-- {
+		select {
+		case <-leases[i].Context().Done():
+			say("lost %t", errors.Is(context.Cause(leases[i].Context()), relock.ErrLockLost))
+			say("unlock %t", errors.Is(leases[i].Unlock(), relock.ErrLockLost))
+		case <-stdinClosed:
+			return
+		}
 	}
 	<-stdinClosed
 }

@@ -17,6 +17,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -24,12 +25,18 @@ import (
 //go:embed *.lua
 var files embed.FS
 
-// The scripts.
+// The scripts. Acquire scripts are prefixed with fence.lua, the fragment
+// that issues fencing tokens.
 var (
-	MutexAcquire = load("mutex_acquire.lua")
+	MutexAcquire = load("fence.lua", "mutex_acquire.lua")
 	MutexRelease = load("mutex_release.lua")
-	Renew        = load("renew.lua")
-	ForceUnlock  = load("force_unlock.lua")
+
+	ReentrantAcquire = load("fence.lua", "reentrant_acquire.lua")
+	ReentrantReenter = load("reentrant_reenter.lua")
+	ReentrantRelease = load("reentrant_release.lua")
+
+	Renew       = load("renew.lua")
+	ForceUnlock = load("force_unlock.lua")
 )
 
 // source is what ExecMulti needs of a script to build EVALSHA and EVAL
@@ -42,14 +49,19 @@ type source struct {
 // sources maps each script to its source; written only at package init.
 var sources = map[*rueidis.Lua]source{}
 
-func load(name string) *rueidis.Lua {
-	b, err := files.ReadFile(name)
-	if err != nil {
-		panic("luascripts: " + err.Error()) // embedded at build time: cannot happen at run time
+// load returns the script made of files, in order.
+func load(names ...string) *rueidis.Lua {
+	var text strings.Builder
+	for _, name := range names {
+		b, err := files.ReadFile(name)
+		if err != nil {
+			panic("luascripts: " + err.Error()) // embedded at build time: cannot happen at run time
+		}
+		text.Write(b)
 	}
-	sum := sha1.Sum(b)
-	s := rueidis.NewLuaScript(string(b))
-	sources[s] = source{text: string(b), sha1: hex.EncodeToString(sum[:])}
+	sum := sha1.Sum([]byte(text.String()))
+	s := rueidis.NewLuaScript(text.String())
+	sources[s] = source{text: text.String(), sha1: hex.EncodeToString(sum[:])}
 	return s
 }
 

@@ -3,7 +3,6 @@ package mutex_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -277,73 +276,6 @@ func TestIsLockedAndForceUnlock(t *testing.T) {
 		t.Fatal("the forced-out holder's lease did not end")
 	}
 	assert.ErrorIs(t, lease.Unlock(), relock.ErrLockLost)
-}
-
-func TestBadInput(t *testing.T) {
-	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
-	ctx := context.Background()
-
-	for _, tc := range []struct {
-		name string
-		opts []relock.LockOption
-	}{
-		{name: ""},
-		{name: "a{b"},
-		{name: "a}b"},
-		{name: "x", opts: []relock.LockOption{relock.WithLease(0)}},
-		{name: "x", opts: []relock.LockOption{relock.WithLease(-time.Second)}},
-		{name: "x", opts: []relock.LockOption{relock.WithLease(time.Millisecond)}},
-	} {
-		m := mutex.New(c, tc.name, tc.opts...)
-		_, err := m.Lock(ctx)
-		assert.ErrorIs(t, err, relock.ErrInvalid, "Lock %q", tc.name)
-		_, err = m.TryLock(ctx)
-		assert.ErrorIs(t, err, relock.ErrInvalid, "TryLock %q", tc.name)
-		_, err = m.IsLocked(ctx)
-		assert.ErrorIs(t, err, relock.ErrInvalid, "IsLocked %q", tc.name)
-		_, err = m.ForceUnlock(ctx)
-		assert.ErrorIs(t, err, relock.ErrInvalid, "ForceUnlock %q", tc.name)
-	}
-	_, err := mutex.New(nil, "x").Lock(ctx)
-	assert.ErrorIs(t, err, relock.ErrInvalid, "nil Client")
-}
-
-func TestOddNamesAreDistinctLocks(t *testing.T) {
-	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
-	ctx := context.Background()
-	base := t.Name()
-	names := []string{
-		base,
-		base + " with spaces",
-		base + "\nnewline",
-		base + "\x00\xff\x01binary",
-		base + ":fence", // cannot collide with the fence key of base
-		base + strings.Repeat("x", 1<<20),
-	}
-	leases := make([]*relock.Lease, len(names))
-	for i, n := range names {
-		lease, err := mutex.New(c, n).TryLock(ctx)
-		require.NoError(t, err, "name %d", i)
-		assert.Equal(t, n, lease.Name())
-		leases[i] = lease
-	}
-	for i, n := range names {
-		_, err := mutex.New(c, n).TryLock(ctx)
-		assert.ErrorIs(t, err, relock.ErrNotAcquired, "name %d is held", i)
-		owner, err := rc.Do(ctx, rc.B().Get().Key(key(n)).Build()).ToString()
-		require.NoError(t, err)
-		assert.NotEmpty(t, owner)
-	}
-	for i, l := range leases {
-		require.NoError(t, l.Unlock(), "name %d", i)
-	}
-	for i, n := range names {
-		locked, err := mutex.New(c, n).IsLocked(ctx)
-		require.NoError(t, err)
-		assert.False(t, locked, "name %d released", i)
-	}
 }
 
 func TestUnlockTwice(t *testing.T) {

@@ -12,6 +12,8 @@ package kind
 
 import (
 	"context"
+	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -142,4 +144,32 @@ func (l Lock[L]) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, l.Wrap("force unlock", err)
 	}
 	return n == 1, nil
+}
+
+// HoldCount returns the hold count that Redis records for the owner ctx
+// carries, for a lock whose hash maps owners to hold counts: 0 when ctx
+// carries no hold of the lock or Redis no longer has it.
+func (l Lock[L]) HoldCount(ctx context.Context) (int, error) {
+	if err := l.Check(); err != nil {
+		return 0, err
+	}
+	owner, ok := l.Owner(ctx)
+	if !ok {
+		return 0, nil
+	}
+	rc := l.Redis()
+	v, err := rc.Do(ctx, rc.B().Hget().Key(l.Keys().Lock).Field(owner).Build()).ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return 0, nil
+	case err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE"):
+		return 0, nil // a lock of another kind has the name now: not ours
+	case err != nil:
+		return 0, l.Wrap("hold count", err)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, l.Wrap("hold count", err)
+	}
+	return n, nil
 }

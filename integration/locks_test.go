@@ -14,16 +14,18 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/internal/redistest"
-	"github.com/relockgo/relock/mutex"
 )
 
-func TestMutexExcludesAcrossProcesses(t *testing.T) {
+func TestMutexExcludesAcrossProcesses(t *testing.T)     { testExcludesAcrossProcesses(t, "mutex") }
+func TestReentrantExcludesAcrossProcesses(t *testing.T) { testExcludesAcrossProcesses(t, "reentrant") }
+
+func testExcludesAcrossProcesses(t *testing.T, kind string) {
 	srv := redistest.Shared(t)
 	const procs, workers, increments = 2, 8, 40
 	name := t.Name()
 	children := make([]*child, procs)
 	for i := range children {
-		children[i] = startChild(t, srv.Addr(), "counter", name, strconv.Itoa(workers), strconv.Itoa(increments))
+		children[i] = startChild(t, srv.Addr(), "counter", kind, name, strconv.Itoa(workers), strconv.Itoa(increments))
 	}
 	type grant struct{ value, token int64 }
 	var grants []grant
@@ -57,11 +59,18 @@ func TestMutexExcludesAcrossProcesses(t *testing.T) {
 	}
 }
 
-func TestKilledHolderLosesLockWithinLease(t *testing.T) {
+func TestKilledMutexHolderLosesLockWithinLease(t *testing.T) { testKilledHolder(t, "mutex", 1) }
+func TestKilledReentrantHolderLosesLockWithinLease(t *testing.T) {
+	testKilledHolder(t, "reentrant", 2)
+}
+
+// testKilledHolder kills a child holding the lock depth times and takes the
+// lock within the child's lease + 1s.
+func testKilledHolder(t *testing.T, kind string, depth int) {
 	srv := redistest.Shared(t)
 	const lease = time.Second
 	name := t.Name()
-	holder := startChild(t, srv.Addr(), "hold", name, lease.String())
+	holder := startChild(t, srv.Addr(), "hold", kind, name, lease.String(), strconv.Itoa(depth))
 	holder.expect(t, "locked")
 
 	c, err := relock.New(srv.Client(t))
@@ -71,17 +80,22 @@ func TestKilledHolderLosesLockWithinLease(t *testing.T) {
 	killed := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), lease+time.Second)
 	defer cancel()
-	l, err := mutex.New(c, name).Lock(ctx)
+	l, err := kinds[kind](c, name).Lock(ctx)
 	require.NoError(t, err, "acquired within lease + 1s of the holder's death")
 	t.Logf("acquired %v after the holder was killed", time.Since(killed))
 	require.NoError(t, l.Unlock())
 }
 
-func TestPausedHolderIsFencedOff(t *testing.T) {
+func TestPausedMutexHolderIsFencedOff(t *testing.T)     { testPausedHolder(t, "mutex", 1) }
+func TestPausedReentrantHolderIsFencedOff(t *testing.T) { testPausedHolder(t, "reentrant", 3) }
+
+// testPausedHolder pauses a child holding the lock depth times in one call
+// chain past its lease, takes the lock, and resumes the child.
+func testPausedHolder(t *testing.T, kind string, depth int) {
 	srv := redistest.Shared(t)
 	const lease = time.Second
 	name := t.Name()
-	holder := startChild(t, srv.Addr(), "hold", name, lease.String())
+	holder := startChild(t, srv.Addr(), "hold", kind, name, lease.String(), strconv.Itoa(depth))
 	oldToken, err := strconv.ParseInt(holder.expect(t, "locked"), 10, 64)
 	require.NoError(t, err)
 
@@ -99,22 +113,26 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := mutex.New(c, name).Lock(ctx)
+	l, err := kinds[kind](c, name).Lock(ctx)
 	require.NoError(t, err, "the paused holder's lease expires")
 	defer l.Unlock()
 	assert.Greater(t, l.Token(), oldToken, "the new holder's token is larger")
 	key := "relock:{" + name + "}"
-	owner, err := rc.Do(ctx, rc.B().Get().Key(key).Build()).ToString()
-	require.NoError(t, err)
+	state := func() string {
+		t.Helper()
+		v, err := rc.Do(ctx, rc.B().Dump().Key(key).Build()).ToString()
+		require.NoError(t, err)
+		return v
+	}
+	owner := state()
 
 	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGCONT))
 	stopped = false
-	assert.Equal(t, "true", holder.expect(t, "lost"), "the old holder's Context ends with ErrLockLost")
-	assert.Equal(t, "true", holder.expect(t, "unlock"), "the old holder's Unlock returns ErrLockLost")
-
-	after, err := rc.Do(ctx, rc.B().Get().Key(key).Build()).ToString()
-	require.NoError(t, err)
-	assert.Equal(t, owner, after, "the old holder neither deleted nor took the key")
+	for i := range depth {
+		assert.Equal(t, "true", holder.expect(t, "lost"), "the old holder's Context %d ends with ErrLockLost", depth-i)
+		assert.Equal(t, "true", holder.expect(t, "unlock"), "the old holder's Unlock %d returns ErrLockLost", depth-i)
+	}
+	assert.Equal(t, owner, state(), "the old holder neither deleted nor changed the lock")
 	assert.NoError(t, l.Context().Err(), "the new holder still holds the lock")
 	assert.True(t, time.Now().Before(l.ValidUntil()))
 	require.NoError(t, l.Unlock())

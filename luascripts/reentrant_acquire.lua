@@ -1,0 +1,18 @@
+-- reentrant_acquire: take a reentrant lock for a new owner if it is free,
+-- and issue its fencing token. Runs after fence.lua.
+--
+-- KEYS[1]  the lock (hash: owner id -> hold count)
+-- KEYS[2]  the fence counter (string: last token issued)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease, milliseconds
+--
+-- Returns {1, token} when acquired, with a hold count of 1. Returns {0, pttl}
+-- when the lock is held (by another owner, or by a lock of another kind with
+-- the same name): the holder's remaining time to live in milliseconds, -1
+-- when the key has no expiry.
+if redis.call('exists', KEYS[1]) == 1 then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+redis.call('hset', KEYS[1], ARGV[1], 1)
+redis.call('pexpire', KEYS[1], ARGV[2])
+return {1, next_token(KEYS[2])}

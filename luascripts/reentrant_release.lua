@@ -1,0 +1,25 @@
+-- reentrant_release: end one hold of a reentrant lock's owner; the last hold
+-- deletes the lock and wakes the waiters.
+--
+-- KEYS[1]  the lock (hash: owner id -> hold count)
+-- ARGV[1]  owner id
+-- ARGV[2]  wake-up channel
+-- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[4]  hold count being ended: n > 1 leaves n - 1 holds; 1, or 0 for
+--          all holds, releases the lock
+--
+-- The caller names the count it ends: a call retried after a lost reply
+-- sets the same count again instead of counting down twice.
+--
+-- Returns 1 when released, 0 when the owner does not hold the lock.
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+local depth = tonumber(ARGV[4])
+if depth > 1 then
+  redis.call('hset', KEYS[1], ARGV[1], depth - 1)
+  return 1
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[3], ARGV[2], '')
+return 1
