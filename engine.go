@@ -122,9 +122,18 @@ func (b *binding) releaseCall(owner string, depth int) luascripts.Call {
 func ctxErr(ctx context.Context) error {
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return errors.Join(err, cause)
+		return join(err, cause)
 	}
 	return err
+}
+
+// join returns an error that matches both a and b (errors.Is) and reads on
+// one line, unlike errors.Join; b may be nil.
+func join(a, b error) error {
+	if b == nil {
+		return a
+	}
+	return fmt.Errorf("%w: %w", a, b)
 }
 
 // Acquire is the engine's acquire loop, shared by every kind. The
@@ -160,11 +169,11 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		token, pttl, err := b.tryAcquire(ctx, owner)
 		switch {
 		case err != nil && (try || ctx.Err() != nil || isRedisErr(err)):
-			return nil, b.Wrap("lock", errors.Join(err, ctx.Err()))
+			return nil, b.Wrap("lock", join(err, ctx.Err()))
 		case err != nil:
 			b.c.log.Warn("relock: acquire failed; retrying", "lock", b.short, "err", err)
 			if werr := b.wait(ctx, nil, backoff); werr != nil {
-				return nil, b.Wrap("lock", errors.Join(err, werr))
+				return nil, b.Wrap("lock", join(err, werr))
 			}
 			backoff = min(2*backoff, time.Second)
 			continue
@@ -188,7 +197,7 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 			if errors.Is(err, ErrClosed) {
 				return nil, err
 			}
-			return nil, errors.Join(b.errorf(ErrNotAcquired, "lock"), err)
+			return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
 		}
 	}
 }

@@ -23,6 +23,8 @@ func testExcludesAcrossProcesses(t *testing.T, kind string) {
 	srv := redistest.Shared(t)
 	const procs, workers, increments = 2, 8, 40
 	name := t.Name()
+	rc := srv.Client(t)
+	require.NoError(t, rc.Do(context.Background(), rc.B().Del().Key("counter:"+name).Build()).Error(), "a fresh counter, for -count")
 	children := make([]*child, procs)
 	for i := range children {
 		children[i] = startChild(t, srv.Addr(), "counter", kind, name, strconv.Itoa(workers), strconv.Itoa(increments))
@@ -43,7 +45,6 @@ func testExcludesAcrossProcesses(t *testing.T, kind string) {
 		c.wait(t)
 	}
 	const total = procs * workers * increments
-	rc := srv.Client(t)
 	final, err := rc.Do(context.Background(), rc.B().Get().Key("counter:"+name).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(total), final, "no increment lost: no two holders at once")

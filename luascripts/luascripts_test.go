@@ -16,10 +16,12 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// lock returns the keys of a lock unique to the test.
-func lock(t *testing.T) (key, fence, channel string) {
+// lock returns the keys of a lock unique to the test, deleted first so that
+// the test can run again on the same server (-count).
+func lock(t *testing.T, rc rueidis.Client) (key, fence, channel string) {
 	t.Helper()
 	base := "scripts:{" + t.Name() + "}"
+	require.NoError(t, rc.Do(context.Background(), rc.B().Del().Key(base, base+":fence").Build()).Error())
 	return base, base + ":fence", base + ":wake"
 }
 
@@ -43,7 +45,7 @@ func acquire(t *testing.T, rc rueidis.Client, key, fence, owner string, leaseMs 
 func TestMutexAcquire(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	ctx := context.Background()
-	key, fence, _ := lock(t)
+	key, fence, _ := lock(t, rc)
 
 	before := serverMicros(t, rc)
 	got := acquire(t, rc, key, fence, "a", 10000)
@@ -73,7 +75,7 @@ func TestMutexAcquire(t *testing.T) {
 func TestMutexAcquireTokenFloorAndCounter(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	ctx := context.Background()
-	key, fence, _ := lock(t)
+	key, fence, _ := lock(t, rc)
 
 	// A counter ahead of the server clock (a clock step back): last + 1.
 	const ahead = int64(9_000_000_000_000_000)
@@ -97,7 +99,7 @@ func TestMutexAcquireTokenFloorAndCounter(t *testing.T) {
 func TestMutexRelease(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	ctx := context.Background()
-	key, fence, channel := lock(t)
+	key, fence, channel := lock(t, rc)
 	acquire(t, rc, key, fence, "a", 10000)
 
 	release := func(owner string) int64 {
@@ -136,7 +138,7 @@ func TestMutexRelease(t *testing.T) {
 func TestRenew(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	ctx := context.Background()
-	key, fence, _ := lock(t)
+	key, fence, _ := lock(t, rc)
 	renew := func(owner string, ms int) int64 {
 		n, err := luascripts.Renew.Exec(ctx, rc, []string{key}, []string{owner, strconv.Itoa(ms)}).AsInt64()
 		require.NoError(t, err)
@@ -174,7 +176,7 @@ func TestRenew(t *testing.T) {
 func TestForceUnlock(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	ctx := context.Background()
-	key, fence, channel := lock(t)
+	key, fence, channel := lock(t, rc)
 	force := func() int64 {
 		n, err := luascripts.ForceUnlock.Exec(ctx, rc, []string{key}, []string{channel, "publish"}).AsInt64()
 		require.NoError(t, err)
@@ -191,7 +193,7 @@ func TestExecMultiMixesScriptsAndReloads(t *testing.T) {
 	srv := redistest.Shared(t)
 	rc := srv.Client(t)
 	ctx := context.Background()
-	key, fence, _ := lock(t)
+	key, fence, _ := lock(t, rc)
 	acquire(t, rc, key, fence, "a", 1000)
 
 	// Flushed scripts (a restart, a failover) come back through EVAL.

@@ -243,8 +243,13 @@ func (w *Watchdog) renew(batch []*Entry) {
 	}
 	w.mu.Unlock()
 	// No renewal can help once the last validity in the batch has passed.
-	ctx, cancel := context.WithDeadline(w.ctx, deadline)
+	// The ctx is canceled then rather than given that deadline: rueidis
+	// waits out a ctx with a deadline on the socket, where Close could not
+	// interrupt it, and answers a cancelable one from its pipeline.
+	ctx, cancel := context.WithCancel(w.ctx)
 	defer cancel()
+	stop := time.AfterFunc(time.Until(deadline), cancel)
+	defer stop.Stop()
 	sent := time.Now()
 	results := luascripts.ExecMulti(ctx, w.rc, calls...)
 

@@ -164,7 +164,14 @@ func (s *Sub) run(ctx context.Context, prev *Sub) {
 			// subscription of the channel): subscribe again.
 			continue
 		}
-		h.log.Warn("relock: wake-up subscription failed; waiters fall back to timers", "channel", s.channel, "err", err)
+		if _, refused := rueidis.IsRedisErr(err); refused {
+			// The server refuses the subscription (no SSUBSCRIBE before
+			// Redis 7, an ACL): retrying will not help. Waiters fall back
+			// to their timers; the channel's next first waiter tries anew.
+			h.log.Error("relock: wake-up subscription refused; waiters fall back to timers", "channel", s.channel, "err", err)
+			return
+		}
+		h.log.Warn("relock: wake-up subscription failed; retrying, waiters fall back to timers meanwhile", "channel", s.channel, "err", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
