@@ -21,27 +21,30 @@ import (
 // once) and the holder's lease is long.
 const maxWait = 5 * time.Second
 
-// abandonTimeout bounds the release of an acquisition whose reply was lost.
+// abandonTimeout bounds the release of an acquisition whose reply was lost,
+// or of a waiter's place in a queue.
 const abandonTimeout = time.Second
 
 // binding is one named lock of one kind on a Client: the engine's side of
 // kind.Binding. It is immutable.
 type binding struct {
-	c     *Client
-	spec  *kind.Spec
-	name  string
-	short string // name as it appears in messages
-	keys  kind.Keys
-	lease time.Duration
-	ms    string // lease in milliseconds, as scripts take it
-	fixed bool   // lease set by WithLease: not renewed
-	err   error  // invalid name or option: every call fails with it
+	c             *Client
+	spec          *kind.Spec
+	name          string
+	short         string // name as it appears in messages
+	keys          kind.Keys
+	lease         time.Duration
+	ms            string // lease in milliseconds, as scripts take it
+	fixed         bool   // lease set by WithLease: not renewed
+	waiterTimeout time.Duration
+	waiterMs      string
+	err           error // invalid name or option: every call fails with it
 }
 
 func bind(client any, name string, spec *kind.Spec, opts any) kind.Binding {
 	c, _ := client.(*Client)
 	b := &binding{c: c, spec: spec, name: name, short: shortName(name)}
-	var cfg lockConfig
+	cfg := lockConfig{waiterTimeout: DefaultWaiterTimeout}
 	lockOpts, _ := opts.([]LockOption)
 	for _, o := range lockOpts {
 		if o != nil {
@@ -67,6 +70,8 @@ func bind(client any, name string, spec *kind.Spec, opts any) kind.Binding {
 		b.lease, b.fixed = cfg.lease, true
 	}
 	b.ms = strconv.FormatInt(b.lease.Milliseconds(), 10)
+	b.waiterTimeout = cfg.waiterTimeout
+	b.waiterMs = strconv.FormatInt(cfg.waiterTimeout.Milliseconds(), 10)
 	return b
 }
 
@@ -80,12 +85,19 @@ func shortName(name string) string {
 
 // errorf wraps sentinel with the lock and what happened.
 func (b *binding) errorf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s %s: %s", sentinel, b.spec.Kind, b.short, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s %s: %s", sentinel, b.kind(), b.short, fmt.Sprintf(format, args...))
 }
 
 // Wrap annotates err with the lock and the operation.
 func (b *binding) Wrap(op string, err error) error {
-	return fmt.Errorf("relock: %s %s: %s: %w", b.spec.Kind, b.short, op, err)
+	return fmt.Errorf("relock: %s %s: %s: %w", b.kind(), b.short, op, err)
+}
+
+func (b *binding) kind() string {
+	if b.spec.Mode != "" {
+		return b.spec.Kind + " (" + b.spec.Mode + ")"
+	}
+	return b.spec.Kind
 }
 
 func (b *binding) Check() error {
@@ -103,19 +115,64 @@ func (b *binding) Keys() kind.Keys       { return b.keys }
 func (b *binding) Publish() string       { return b.c.publish }
 
 func (b *binding) Owner(ctx context.Context) (string, bool) {
-	if h := heldBy(ctx, b.c, b.keys.Lock); h != nil {
+	if h := heldBy(ctx, b.c, b.keys.Lock, b.spec.Mode); h != nil {
 		return h.owner, true
 	}
 	return "", false
 }
 
-// releaseCall is the release of owner's hold at depth (0: all of it).
+// The scripts' calls, laid out as kind.Spec says.
+
+func (b *binding) acquireCall(owner string, wait bool, within string) luascripts.Call {
+	flag := "0"
+	if wait {
+		flag = "1"
+	}
+	k := b.keys
+	return luascripts.Call{
+		Script: b.spec.Acquire,
+		Keys:   []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers},
+		Args:   []string{owner, b.ms, flag, b.waiterMs, k.Wake, b.c.publish, within},
+	}
+}
+
+func (b *binding) reenterCall(owner string, depth int) luascripts.Call {
+	return luascripts.Call{
+		Script: b.spec.Reenter,
+		Keys:   []string{b.keys.Lock, b.keys.Readers},
+		Args:   []string{owner, b.ms, strconv.Itoa(depth)},
+	}
+}
+
+// releaseCall is the release of owner's hold at depth (0: all of it), or
+// the withdrawal of owner as a waiter.
 func (b *binding) releaseCall(owner string, depth int) luascripts.Call {
+	k := b.keys
 	return luascripts.Call{
 		Script: b.spec.Release,
-		Keys:   []string{b.keys.Lock},
-		Args:   []string{owner, b.keys.Wake, b.c.publish, strconv.Itoa(depth)},
+		Keys:   []string{k.Lock, k.Queue, k.Waiters, k.Readers},
+		Args:   []string{owner, k.Wake, b.c.publish, strconv.Itoa(depth)},
 	}
+}
+
+func (b *binding) renewCall(owner string) luascripts.Call {
+	return luascripts.Call{
+		Script: b.spec.Renew,
+		Keys:   []string{b.keys.Lock, b.keys.Readers},
+		Args:   []string{owner, b.ms},
+	}
+}
+
+func (b *binding) heartbeatCall(owner string) luascripts.Call {
+	return luascripts.Call{
+		Script: b.spec.Heartbeat,
+		Keys:   []string{b.keys.Queue, b.keys.Waiters},
+		Args:   []string{owner, b.waiterMs},
+	}
+}
+
+func exec(ctx context.Context, rc rueidis.Client, call luascripts.Call) rueidis.RedisResult {
+	return call.Script.Exec(ctx, rc, call.Keys, call.Args)
 }
 
 // ctxErr is ctx's error, joined with its cause when that says more.
@@ -136,11 +193,18 @@ func join(a, b error) error {
 	return fmt.Errorf("%w: %w", a, b)
 }
 
+func isRedisErr(err error) bool {
+	_, ok := rueidis.IsRedisErr(err)
+	return ok
+}
+
 // Acquire is the engine's acquire loop, shared by every kind. The
 // uncontended path is one round trip. A waiter that failed once joins the
 // lock's wake-up subscription, waits for it to be confirmed, and retries
-// after each wake-up, each expiry of the holder's lease, or maxWait,
-// whichever comes first, until ctx ends. Lock (not TryLock) waits out network
+// after each wake-up, each expiry of what blocks it, or maxWait, whichever
+// comes first, until ctx ends. A kind whose waiters leave a trace in Redis
+// (a queue) has their places kept by the watchdog's heartbeats and
+// withdrawn when they stop waiting. Lock (not TryLock) waits out network
 // errors the same way, with a backoff.
 func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 	if err := b.Check(); err != nil {
@@ -149,24 +213,27 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 	if ctx.Err() != nil {
 		return nil, b.Wrap("lock", ctxErr(ctx))
 	}
-	if h := heldBy(ctx, b.c, b.keys.Lock); h != nil {
+	spec := b.spec
+	if h := heldBy(ctx, b.c, b.keys.Lock, spec.Mode); h != nil {
 		return b.reenter(ctx, h)
 	}
-	owner := b.c.newOwner()
+	if spec.Conflicts != "" && heldBy(ctx, b.c, b.keys.Lock, spec.Conflicts) != nil {
+		return nil, b.errorf(ErrWouldDeadlock, "lock: this call chain holds its %s side", spec.Conflicts)
+	}
+	within := ""
+	if spec.Within != "" {
+		if h := heldBy(ctx, b.c, b.keys.Lock, spec.Within); h != nil {
+			within = h.owner
+		}
+	}
+
+	w := waiter{b: b, owner: b.c.newOwner()}
+	defer w.leave()
 	backoff := 10 * time.Millisecond // after an attempt that failed on the network
-	var sub *wake.Sub
-	defer func() {
-		if sub != nil {
-			sub.Leave()
-		}
-	}()
 	for {
-		var next <-chan struct{}
-		if sub != nil {
-			next = sub.Next()
-		}
+		next := w.next()
 		sent := time.Now()
-		token, pttl, err := b.tryAcquire(ctx, owner)
+		token, wait, err := b.tryAcquire(ctx, w.owner, !try, within)
 		switch {
 		case err != nil && (try || ctx.Err() != nil || isRedisErr(err)):
 			return nil, b.Wrap("lock", join(err, ctx.Err()))
@@ -178,27 +245,88 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 			backoff = min(2*backoff, time.Second)
 			continue
 		case token > 0:
-			return b.grant(ctx, owner, token, sent)
+			w.acquired = true
+			return b.grant(ctx, w.owner, token, sent)
 		case try:
 			return nil, b.errorf(ErrNotAcquired, "try lock")
 		}
-		if sub == nil {
-			sub = b.c.hub.Join(b.keys.Wake)
-			next = sub.Next() // fires when the subscription is confirmed
+		backoff = 10 * time.Millisecond
+		w.waited(sent)
+		if next == nil {
+			next = w.join() // fires when the subscription is confirmed
 		}
-		wait := maxWait
+		d := maxWait
 		switch {
-		case pttl == -2: // gone since the attempt: try again at once
+		case wait == -2: // gone since the attempt: try again at once
 			continue
-		case pttl >= 0:
-			wait = min(wait, time.Duration(pttl+1)*time.Millisecond)
+		case wait >= 0:
+			d = min(d, time.Duration(wait+1)*time.Millisecond)
 		}
-		if err := b.wait(ctx, next, wait); err != nil {
+		if err := b.wait(ctx, next, d); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil, err
 			}
 			return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
 		}
+	}
+}
+
+// waiter is the state of one Acquire that had to wait.
+type waiter struct {
+	b        *binding
+	owner    string
+	sub      *wake.Sub       // the lock's wake-ups, once joined
+	queued   bool            // the owner left a trace in Redis to withdraw
+	entry    *watchdog.Entry // heartbeats keeping the owner's place; nil if none
+	acquired bool
+}
+
+// next returns the wake-up signal to wait for after the coming attempt, or
+// nil before the waiter joined the subscription.
+func (w *waiter) next() <-chan struct{} {
+	switch {
+	case w.sub == nil:
+		return nil
+	case w.b.spec.Targeted:
+		return w.sub.NextFor(w.owner)
+	default:
+		return w.sub.Next()
+	}
+}
+
+func (w *waiter) join() <-chan struct{} {
+	w.sub = w.b.c.hub.Join(w.b.keys.Wake)
+	return w.next()
+}
+
+// waited records a failed attempt sent at sent, which queued the owner if
+// the kind queues waiters: the watchdog keeps its place from then on.
+func (w *waiter) waited(sent time.Time) {
+	b := w.b
+	if b.spec.Heartbeat == nil {
+		return
+	}
+	w.queued = true
+	if w.entry != nil && b.c.wd.Confirm(w.entry, sent) {
+		return
+	}
+	// First wait, or the place was lost (purged) and the attempt took a new one.
+	w.entry = watchdog.NewCallEntry(b.heartbeatCall(w.owner), b.waiterTimeout, true, sent, func(error) {})
+	b.c.wd.Add(w.entry)
+}
+
+// leave ends the wait: the subscription, the heartbeats, and the owner's
+// place in the queue if it did not acquire.
+func (w *waiter) leave() {
+	if w.sub != nil {
+		w.sub.Forget(w.owner)
+		w.sub.Leave()
+	}
+	if w.entry != nil {
+		w.b.c.wd.Remove(w.entry)
+	}
+	if w.queued && !w.acquired {
+		w.b.abandon(w.owner, 1)
 	}
 }
 
@@ -219,17 +347,12 @@ func (b *binding) wait(ctx context.Context, next <-chan struct{}, d time.Duratio
 	}
 }
 
-func isRedisErr(err error) bool {
-	_, ok := rueidis.IsRedisErr(err)
-	return ok
-}
-
-// tryAcquire makes one attempt for a new owner. It returns the fencing token
-// when acquired, else the holder's remaining lease in milliseconds (as PTTL
-// reports it). An error is rueidis's, unwrapped.
-func (b *binding) tryAcquire(ctx context.Context, owner string) (token, pttl int64, err error) {
-	res := b.spec.Acquire.Exec(ctx, b.c.rc, []string{b.keys.Lock, b.keys.Fence}, []string{owner, b.ms})
-	v, err := res.AsIntSlice()
+// tryAcquire makes one attempt for a new owner, queuing it if wait is set
+// and the kind queues waiters. It returns the fencing token when acquired,
+// else how long nothing changes without a wake-up, in milliseconds (see
+// kind.Spec). An error is rueidis's, unwrapped.
+func (b *binding) tryAcquire(ctx context.Context, owner string, wait bool, within string) (token, waitMs int64, err error) {
+	v, err := exec(ctx, b.c.rc, b.acquireCall(owner, wait, within)).AsIntSlice()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
@@ -246,14 +369,13 @@ func (b *binding) tryAcquire(ctx context.Context, owner string) (token, pttl int
 	return 0, v[1], nil
 }
 
-// abandon releases, best-effort, what an acquisition whose reply was lost
-// may have taken: owner's hold at depth.
+// abandon releases, best-effort, what owner may hold at depth or where it
+// may wait: after an acquisition whose reply was lost, or a waiter leaving.
 func (b *binding) abandon(owner string, depth int) {
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
-	call := b.releaseCall(owner, depth)
-	if err := call.Script.Exec(ctx, b.c.rc, call.Keys, call.Args).Error(); err != nil {
-		b.c.log.Warn("relock: release of an acquisition with no reply failed; it expires after its lease", "lock", b.short, "err", err)
+	if err := exec(ctx, b.c.rc, b.releaseCall(owner, depth)).Error(); err != nil {
+		b.c.log.Warn("relock: best-effort release failed; it expires on its own", "lock", b.short, "err", err)
 	}
 }
 
@@ -261,7 +383,7 @@ func (b *binding) abandon(owner string, depth int) {
 func (b *binding) grant(ctx context.Context, owner string, token int64, sent time.Time) (*Lease, error) {
 	h := &hold{b: b, owner: owner, token: token, depth: 1}
 	h.ctx, h.end = context.WithCancelCause(context.Background())
-	h.entry = watchdog.NewEntry(b.keys.Lock, owner, b.lease, !b.fixed, sent, func(why error) {
+	h.entry = watchdog.NewCallEntry(b.renewCall(owner), b.lease, !b.fixed, sent, func(why error) {
 		b.c.forget(h)
 		h.end(b.errorf(ErrLockLost, "%v", why))
 	})
@@ -293,7 +415,7 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 	}
 	depth := h.depth + 1
 	sent := time.Now()
-	n, err := b.spec.Reenter.Exec(ctx, b.c.rc, []string{b.keys.Lock}, []string{h.owner, b.ms, strconv.Itoa(depth)}).AsInt64()
+	n, err := exec(ctx, b.c.rc, b.reenterCall(h.owner, depth)).AsInt64()
 	if err != nil {
 		if !isRedisErr(err) {
 			b.abandon(h.owner, depth)

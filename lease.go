@@ -143,7 +143,7 @@ func (b *binding) release(owner string, depth int) (held bool, err error) {
 	backoff := 10 * time.Millisecond
 	unanswered := false // an earlier attempt may have been applied
 	for {
-		n, err := call.Script.Exec(ctx, b.c.rc, call.Keys, call.Args).AsInt64()
+		n, err := exec(ctx, b.c.rc, call).AsInt64()
 		if err == nil {
 			return n == 1 || unanswered, nil
 		}

@@ -72,8 +72,31 @@ func WithLogger(l *slog.Logger) Option {
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
-	lease time.Duration // 0: watchdog-managed
-	err   error         // the first invalid option
+	lease         time.Duration // 0: watchdog-managed
+	waiterTimeout time.Duration
+	err           error // the first invalid option
+}
+
+// DefaultWaiterTimeout is how long a waiter that stopped heart-beating stays
+// queued, unless WithWaiterTimeout says otherwise.
+const DefaultWaiterTimeout = 5 * time.Second
+
+// WithWaiterTimeout sets how long a waiter that leaves a trace in Redis — a
+// fair lock's queued waiter, a read-write lock's waiting writer — keeps its
+// place after it stops heart-beating (its process died or was cut off).
+// Live waiters heartbeat every d/3, so d bounds how long a dead waiter holds
+// up those behind it. The default is DefaultWaiterTimeout; other kinds
+// ignore it. A d below MinLease makes Lock and TryLock fail with ErrInvalid.
+func WithWaiterTimeout(d time.Duration) LockOption {
+	return func(c *lockConfig) {
+		if d < MinLease {
+			if c.err == nil {
+				c.err = fmt.Errorf("%w: waiter timeout %v: must be at least %v", ErrInvalid, d, MinLease)
+			}
+			return
+		}
+		c.waiterTimeout = d
+	}
 }
 
 // WithLease gives the lock a fixed lease of d instead of a watchdog-managed

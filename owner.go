@@ -15,11 +15,11 @@ type chain struct {
 	next *chain
 }
 
-// heldBy returns the live hold of lock key of c that ctx carries, if any. A
-// hold that ended (unlocked, lost) owns nothing any more.
-func heldBy(ctx context.Context, c *Client, key string) *hold {
+// heldBy returns the live hold of side mode of lock key of c that ctx
+// carries, if any. A hold that ended (unlocked, lost) owns nothing any more.
+func heldBy(ctx context.Context, c *Client, key, mode string) *hold {
 	for ch, _ := ctx.Value(ownerKey{}).(*chain); ch != nil; ch = ch.next {
-		if ch.h.b.c == c && ch.h.b.keys.Lock == key && ch.h.ctx.Err() == nil {
+		if b := ch.h.b; b.c == c && b.keys.Lock == key && b.spec.Mode == mode && ch.h.ctx.Err() == nil {
 			return ch.h
 		}
 	}

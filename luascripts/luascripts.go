@@ -26,7 +26,8 @@ import (
 var files embed.FS
 
 // The scripts. Acquire scripts are prefixed with fence.lua, the fragment
-// that issues fencing tokens.
+// that issues fencing tokens; the read-write lock's with rw.lua, its shared
+// functions.
 var (
 	MutexAcquire = load("fence.lua", "mutex_acquire.lua")
 	MutexRelease = load("mutex_release.lua")
@@ -34,6 +35,16 @@ var (
 	ReentrantAcquire = load("fence.lua", "reentrant_acquire.lua")
 	ReentrantReenter = load("reentrant_reenter.lua")
 	ReentrantRelease = load("reentrant_release.lua")
+
+	FairAcquire     = load("fence.lua", "fair_acquire.lua")
+	FairRelease     = load("fair_release.lua")
+	WaiterHeartbeat = load("waiter_heartbeat.lua")
+
+	RWReadAcquire  = load("fence.lua", "rw.lua", "rw_read_acquire.lua")
+	RWWriteAcquire = load("fence.lua", "rw.lua", "rw_write_acquire.lua")
+	RWReenter      = load("rw.lua", "rw_reenter.lua")
+	RWRenew        = load("rw.lua", "rw_renew.lua")
+	RWRelease      = load("rw.lua", "rw_release.lua")
 
 	Renew       = load("renew.lua")
 	ForceUnlock = load("force_unlock.lua")

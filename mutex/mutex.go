@@ -34,6 +34,7 @@ import (
 var spec = kind.Spec{
 	Kind:    "mutex",
 	Acquire: luascripts.MutexAcquire,
+	Renew:   luascripts.Renew,
 	Release: luascripts.MutexRelease,
 }
 

@@ -34,6 +34,7 @@ var spec = kind.Spec{
 	Kind:    "reentrant",
 	Acquire: luascripts.ReentrantAcquire,
 	Reenter: luascripts.ReentrantReenter,
+	Renew:   luascripts.Renew,
 	Release: luascripts.ReentrantRelease,
 }
 

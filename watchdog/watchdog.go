@@ -28,10 +28,10 @@ import (
 // off a lease's validity: lease/100 + 2ms.
 func Drift(lease time.Duration) time.Duration { return lease/100 + 2*time.Millisecond }
 
-// Entry is one lease the watchdog keeps.
+// Entry is one lease the watchdog keeps: a held lock's, or a waiter's place
+// in a queue, which is kept the same way.
 type Entry struct {
-	key   string
-	args  []string // renewal ARGV: owner, lease ms
+	call  luascripts.Call // the renewal; returns 1 when renewed, 0 when not held
 	lease time.Duration
 	renew bool
 	lost  func(error) // called at most once, from the watchdog; never after Remove returned
@@ -44,19 +44,25 @@ type Entry struct {
 	w          *Watchdog
 }
 
-// NewEntry returns the lease of owner on lock key, confirmed at confirmed
-// (when the command that acquired it was sent), lasting lease. With renew
-// set the watchdog renews it; otherwise it only ends it at its validity. lost
-// is called with ErrTaken or ErrExpired when the lease is lost; it must not
-// block.
+// NewEntry returns the lease of owner on lock key, renewed with
+// luascripts.Renew. See NewCallEntry.
 func NewEntry(key, owner string, lease time.Duration, renew bool, confirmed time.Time, lost func(cause error)) *Entry {
-	e := &Entry{
-		key:   key,
-		args:  []string{owner, strconv.FormatInt(lease.Milliseconds(), 10)},
-		lease: lease,
-		renew: renew,
-		lost:  lost,
+	call := luascripts.Call{
+		Script: luascripts.Renew,
+		Keys:   []string{key},
+		Args:   []string{owner, strconv.FormatInt(lease.Milliseconds(), 10)},
 	}
+	return NewCallEntry(call, lease, renew, confirmed, lost)
+}
+
+// NewCallEntry returns a lease confirmed at confirmed (when the command that
+// took it was sent), lasting lease. With renew set the watchdog renews it
+// every lease/3 with renewal, which must return 1 when renewed and 0 when
+// the lease is not held any more; otherwise the watchdog only ends it at its
+// validity. lost is called with ErrTaken or ErrExpired when the lease is
+// lost; it must not block.
+func NewCallEntry(renewal luascripts.Call, lease time.Duration, renew bool, confirmed time.Time, lost func(cause error)) *Entry {
+	e := &Entry{call: renewal, lease: lease, renew: renew, lost: lost}
 	e.confirm(confirmed)
 	return e
 }
@@ -236,7 +242,7 @@ func (w *Watchdog) renew(batch []*Entry) {
 	var deadline time.Time
 	w.mu.Lock()
 	for i, e := range batch {
-		calls[i] = luascripts.Call{Script: luascripts.Renew, Keys: []string{e.key}, Args: e.args}
+		calls[i] = e.call
 		if e.validUntil.After(deadline) {
 			deadline = e.validUntil
 		}
@@ -265,7 +271,7 @@ func (w *Watchdog) renew(batch []*Entry) {
 		case err != nil:
 			// Retry soon; the lease is lost if its validity passes first.
 			e.next = time.Now().Add(e.lease / 10)
-			w.log.Warn("relock: lease renewal failed; retrying", "key", e.key, "err", err)
+			w.log.Warn("relock: lease renewal failed; retrying", "key", e.call.Keys[0], "err", err)
 		case held == 1:
 			e.confirm(sent)
 		default:

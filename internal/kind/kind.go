@@ -20,32 +20,57 @@ import (
 	"github.com/relockgo/relock/luascripts"
 )
 
-// Spec describes a lock kind to the engine. Its scripts follow the argument
-// conventions below, which the engine fills in.
+// Spec describes a lock kind to the engine. The engine calls its scripts
+// with the same KEYS and ARGV whatever the kind; each script uses what it
+// needs:
+//
+//	acquire  KEYS lock, fence, queue, waiters, readers
+//	         ARGV owner, lease ms, "1" to wait (Lock) or "0" (TryLock),
+//	              waiter timeout ms, wake-up channel, publish command,
+//	              owner of the caller's hold of the Within mode, or ""
+//	         → {1, token} when acquired, {0, wait ms} when not, where wait is
+//	           how long nothing changes without a wake-up (-1: unknown,
+//	           -2: try again at once)
+//	reenter  KEYS lock, readers   ARGV owner, lease ms, hold count after
+//	         → 1 held at that count, 0 not held
+//	release  KEYS lock, queue, waiters, readers
+//	         ARGV owner, wake-up channel, publish command, hold count ended
+//	              (n > 1 leaves n − 1; 1 or 0 releases the owner's hold)
+//	         → 1 released, 0 not held; for an owner that does not hold
+//	           the lock, it withdraws the owner as a waiter
+//	renew    KEYS lock, readers   ARGV owner, lease ms → 1 renewed, 0 not held
+//	heartbeat KEYS queue, waiters  ARGV owner, waiter timeout ms
+//	         → 1 still waiting, 0 not
+//
+// Hold counts are named by the client, which knows them, so that a call
+// retried after a lost reply never counts twice.
 type Spec struct {
 	// Kind names the kind in errors: "mutex", "reentrant", ….
 	Kind string
 
-	// Acquire takes the lock for a new owner.
-	// KEYS: lock, fence. ARGV: owner, lease ms.
-	// Returns {1, token} when acquired, {0, pttl ms} when held by another.
+	// Mode is the side of a lock with two ("read", "write"), or "" for an
+	// exclusive kind. A ctx carries holds per lock and mode.
+	Mode string
+	// Conflicts is a mode whose hold in the caller's ctx makes a Lock of
+	// this one a deadlock (a reader asking for the write side): "" for none.
+	Conflicts string
+	// Within is a mode whose hold in the caller's ctx is passed to Acquire
+	// (a writer taking the read side of its own lock): "" for none.
+	Within string
+
 	Acquire *rueidis.Lua
-
-	// Reenter adds a hold for an owner that holds the lock already and
-	// refreshes the lease to its full length. Nil for a kind that cannot be
-	// re-entered: the engine then fails re-entry with ErrWouldDeadlock.
-	// KEYS: lock. ARGV: owner, lease ms, hold depth after the call.
-	// Returns 1 when the owner holds the lock at that depth, 0 when it does
-	// not hold the lock.
+	// Reenter is nil for a kind that cannot be re-entered: the engine then
+	// fails re-entry with ErrWouldDeadlock.
 	Reenter *rueidis.Lua
-
-	// Release ends one hold of an owner and, when it was the last, deletes the
-	// lock and publishes a wake-up.
-	// KEYS: lock. ARGV: owner, wake-up channel, publish command, hold depth
-	// being ended (always 1 for a kind without Reenter).
-	// Returns 1 when released (also when a retried call finds its earlier
-	// attempt applied), 0 when the owner does not hold the lock.
 	Release *rueidis.Lua
+	// Renew extends a held lease; the watchdog batches it.
+	Renew *rueidis.Lua
+	// Heartbeat keeps a waiter's place; nil for a kind whose waiters leave
+	// no trace in Redis. The watchdog batches it, every waiter timeout / 3.
+	Heartbeat *rueidis.Lua
+	// Targeted reports that the kind's wake-ups name the one owner they are
+	// for; otherwise every waiter retries on each wake-up.
+	Targeted bool
 }
 
 // Keys are the Redis names of one lock. They share the hash tag {name}, so a

@@ -2,11 +2,13 @@
 // subscription per channel per Hub, however many waiters wait on it.
 //
 // A waiter joins a channel, then, before each attempt to acquire, takes the
-// Next signal; if the attempt fails it waits for that signal (or a timer, or
-// its ctx). The signal fires on every message and on every subscription
+// Next (or NextFor) signal; if the attempt fails it waits for that signal
+// (or a timer, or its ctx). A message with an empty payload wakes every
+// waiter; one whose payload is an owner id wakes only that owner's waiter
+// (the fair lock hands over to its first waiter). Every subscription
 // confirmation, including the resubscription rueidis makes after a
-// reconnect, so a message published while the connection was down is made
-// up for by a retry. Waiters still bound their sleep by a timer: pub/sub
+// reconnect, wakes every waiter, so a message published while the
+// connection was down is made up for by a retry. Waiters still bound their sleep by a timer: pub/sub
 // delivery is at most once.
 package wake
 
@@ -47,12 +49,13 @@ func NewHub(rc rueidis.Client, sharded bool, log *slog.Logger) *Hub {
 type Sub struct {
 	h       *Hub
 	channel string
-	refs    int           // guarded by h.mu: waiters that joined and did not leave
-	stopped bool          // guarded by h.mu: the last waiter left; unsubscribing
-	stop    func()        // ends the subscription; called with h.mu held
-	done    chan struct{} // closed when the subscription's goroutine returned
-	mu      sync.Mutex    // guards next
-	next    chan struct{} // closed and replaced on every wake-up
+	refs    int                      // guarded by h.mu: waiters that joined and did not leave
+	stopped bool                     // guarded by h.mu: the last waiter left; unsubscribing
+	stop    func()                   // ends the subscription; called with h.mu held
+	done    chan struct{}            // closed when the subscription's goroutine returned
+	mu      sync.Mutex               // guards next and targets
+	next    chan struct{}            // closed and replaced on every wake-up for all
+	targets map[string]chan struct{} // per waiting owner: closed on a wake-up naming it or one for all
 }
 
 // Join returns the subscription to channel, starting it if this is its first
@@ -66,7 +69,7 @@ func (h *Hub) Join(channel string) *Sub {
 		prev.refs++
 		return prev
 	}
-	s := &Sub{h: h, channel: channel, refs: 1, done: make(chan struct{}), next: make(chan struct{})}
+	s := &Sub{h: h, channel: channel, refs: 1, done: make(chan struct{}), next: make(chan struct{}), targets: map[string]chan struct{}{}}
 	if h.closed {
 		s.stop = func() {}
 		close(s.done)
@@ -82,20 +85,54 @@ func (h *Hub) Join(channel string) *Sub {
 	return s
 }
 
-// Next returns a channel closed on the next wake-up: a message on the
-// channel, or a (re)subscription. Take it before the attempt it should
-// follow, so that a wake-up between the attempt and the wait is not missed.
+// Next returns a channel closed on the next wake-up for all: a message
+// with an empty payload, or a (re)subscription. Take it before the attempt
+// it should follow, so that a wake-up between the attempt and the wait is
+// not missed.
 func (s *Sub) Next() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.next
 }
 
-func (s *Sub) wake() {
+// NextFor is Next for a waiter that wake-ups may name: the channel is also
+// closed by a message whose payload is owner. The waiter must Forget owner
+// when it stops waiting.
+func (s *Sub) NextFor(owner string) <-chan struct{} {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.targets[owner]
+	if ch == nil {
+		ch = make(chan struct{})
+		s.targets[owner] = ch
+	}
+	return ch
+}
+
+// Forget drops owner's NextFor channel.
+func (s *Sub) Forget(owner string) {
+	s.mu.Lock()
+	delete(s.targets, owner)
+	s.mu.Unlock()
+}
+
+// wake delivers a wake-up: for owner only, or for all when owner is "".
+func (s *Sub) wake(owner string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if owner != "" {
+		if ch := s.targets[owner]; ch != nil {
+			close(ch)
+			delete(s.targets, owner)
+		}
+		return
+	}
 	close(s.next)
 	s.next = make(chan struct{})
-	s.mu.Unlock()
+	for _, ch := range s.targets {
+		close(ch)
+	}
+	clear(s.targets)
 }
 
 // Leave ends this waiter's use of the subscription; the last waiter to leave
@@ -138,7 +175,7 @@ func (s *Sub) run(ctx context.Context, prev *Sub) {
 	}
 	rctx := rueidis.WithOnSubscriptionHook(ctx, func(p rueidis.PubSubSubscription) {
 		if p.Kind == "subscribe" || p.Kind == "ssubscribe" {
-			s.wake()
+			s.wake("")
 		}
 	})
 	// Canceling ctx only makes Receive return; the server would go on sending
@@ -155,7 +192,7 @@ func (s *Sub) run(ctx context.Context, prev *Sub) {
 	})
 	backoff := 10 * time.Millisecond
 	for {
-		err := h.rc.Receive(rctx, subscribe.Pin(), func(rueidis.PubSubMessage) { s.wake() })
+		err := h.rc.Receive(rctx, subscribe.Pin(), func(m rueidis.PubSubMessage) { s.wake(m.Message) })
 		if ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
 			return
 		}

@@ -1,0 +1,59 @@
+-- fair_acquire: take a fair lock for a new owner if it is free and the owner
+-- is first in the queue; otherwise queue the owner (Lock) or not (TryLock).
+-- Runs after fence.lua.
+--
+-- KEYS[1]  the lock (hash: owner id -> hold count)
+-- KEYS[2]  the fence counter
+-- KEYS[3]  the queue (list of waiting owner ids, in arrival order)
+-- KEYS[4]  the waiters' deadlines (zset: owner id -> server time, ms)
+-- KEYS[5]  unused (readers)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease, milliseconds
+-- ARGV[3]  "1" to queue the owner when not acquired (Lock), "0" not (TryLock)
+-- ARGV[4]  waiter timeout, milliseconds: a waiter whose deadline passes
+--          without a heartbeat or an attempt is purged from the queue
+-- ARGV[5]  wake-up channel
+-- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[7]  unused
+--
+-- Returns {1, token} when acquired. Returns {0, wait} when not, where wait
+-- is how long in milliseconds nothing can change without a wake-up: the
+-- holder's pttl, or, when the lock is free but another waiter is first,
+-- that waiter's remaining deadline (it is woken now).
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+for _, dead in ipairs(redis.call('zrangebyscore', KEYS[4], '-inf', now)) do
+  redis.call('zrem', KEYS[4], dead)
+  redis.call('lrem', KEYS[3], 1, dead)
+end
+
+local free = redis.call('exists', KEYS[1]) == 0
+local head = redis.call('lindex', KEYS[3], 0)
+if free and (not head or head == ARGV[1]) then
+  if head then
+    redis.call('lpop', KEYS[3])
+    redis.call('zrem', KEYS[4], ARGV[1])
+  end
+  redis.call('hset', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, next_token(KEYS[2])}
+end
+
+if ARGV[3] == '1' then
+  local deadline = now + tonumber(ARGV[4])
+  if not redis.call('zscore', KEYS[4], ARGV[1]) then
+    redis.call('rpush', KEYS[3], ARGV[1])
+  end
+  redis.call('zadd', KEYS[4], deadline, ARGV[1])
+  -- Queue state of waiters that all died goes away on its own.
+  redis.call('pexpire', KEYS[3], ARGV[4])
+  redis.call('pexpire', KEYS[4], ARGV[4])
+end
+
+if not free then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+-- Free, but another waiter is first: hand it the lock.
+redis.call(ARGV[6], ARGV[5], head)
+return {0, tonumber(redis.call('zscore', KEYS[4], head)) - now}

@@ -1,0 +1,42 @@
+-- fair_release: end one hold of a fair lock's owner; the last hold deletes
+-- the lock and wakes the first waiter. For an owner that does not hold the
+-- lock, leave the queue instead (a waiter giving up), waking the new first
+-- waiter if the lock is free.
+--
+-- KEYS[1]  the lock (hash: owner id -> hold count)
+-- KEYS[2]  the queue (list of waiting owner ids)
+-- KEYS[3]  the waiters' deadlines (zset)
+-- KEYS[4]  unused (readers)
+-- ARGV[1]  owner id
+-- ARGV[2]  wake-up channel
+-- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[4]  hold count being ended: n > 1 leaves n - 1 holds; 1, or 0 for
+--          all holds, releases the lock
+--
+-- Wake-ups name the owner they are for: only that waiter retries.
+--
+-- Returns 1 when released, 0 when the owner did not hold the lock.
+local function wake_first()
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head then
+    redis.call(ARGV[3], ARGV[2], head)
+  end
+end
+
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  if redis.call('zrem', KEYS[3], ARGV[1]) == 1 then
+    redis.call('lrem', KEYS[2], 1, ARGV[1])
+    if redis.call('exists', KEYS[1]) == 0 then
+      wake_first()
+    end
+  end
+  return 0
+end
+local depth = tonumber(ARGV[4])
+if depth > 1 then
+  redis.call('hset', KEYS[1], ARGV[1], depth - 1)
+  return 1
+end
+redis.call('del', KEYS[1])
+wake_first()
+return 1

@@ -1,0 +1,48 @@
+-- rw_read_acquire: take a read-write lock's read side for a new owner.
+-- Runs after fence.lua and rw.lua.
+--
+-- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
+-- KEYS[2]  the fence counter
+-- KEYS[3]  unused (queue)
+-- KEYS[4]  waiting writers' deadlines (zset: owner id -> server time, ms)
+-- KEYS[5]  readers' deadlines (zset: owner id -> server time, ms)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease, milliseconds
+-- ARGV[3]  unused (readers never queue)
+-- ARGV[4]  unused (waiter timeout)
+-- ARGV[5]  unused (wake-up channel)
+-- ARGV[6]  unused (publish command)
+-- ARGV[7]  owner id of the write hold of the caller's call chain, or ""
+--
+-- Readers are admitted when the lock is free or read-locked and no writer
+-- waits (writer preference: readers cannot starve writers), or, while the
+-- lock is write-locked, when the caller's own chain holds the write side
+-- (downgrade).
+--
+-- Returns {1, token} when acquired, {0, pttl} when not.
+if foreign(KEYS[1]) then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+local now = server_ms()
+purge(KEYS[1], KEYS[5], KEYS[4], now)
+
+local mode = redis.call('hget', KEYS[1], 'mode')
+local admit
+if not mode then
+  admit = redis.call('zcard', KEYS[4]) == 0
+elseif mode == 'read' then
+  admit = redis.call('zcard', KEYS[4]) == 0
+else
+  admit = ARGV[7] ~= '' and redis.call('hexists', KEYS[1], ARGV[7]) == 1
+end
+if not admit then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+redis.call('hset', KEYS[1], ARGV[1], 1)
+redis.call('zadd', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
+extend(KEYS[1], ARGV[2])
+extend(KEYS[5], ARGV[2])
+return {1, next_token(KEYS[2])}

@@ -1,0 +1,44 @@
+-- rw_release: end one hold of a read-write lock's owner, and wake waiters
+-- when the lock changes hands. For an owner that does not hold the lock,
+-- withdraw it as a waiting writer instead (a writer giving up). Runs after
+-- rw.lua.
+--
+-- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
+-- KEYS[2]  unused (queue)
+-- KEYS[3]  waiting writers' deadlines (zset)
+-- KEYS[4]  readers' deadlines (zset)
+-- ARGV[1]  owner id
+-- ARGV[2]  wake-up channel
+-- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[4]  hold count being ended: n > 1 leaves n - 1 holds; 1, or 0 for
+--          all holds, releases the owner's hold
+--
+-- Wake-ups go to every waiter ("" payload): releasing the last reader wakes
+-- the writers; releasing the writer wakes the readers.
+--
+-- Returns 1 when released, 0 when the owner did not hold the lock.
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  if redis.call('zrem', KEYS[3], ARGV[1]) == 1 and redis.call('zcard', KEYS[3]) == 0 then
+    redis.call(ARGV[3], ARGV[2], '') -- readers held back by this writer may enter
+  end
+  return 0
+end
+local depth = tonumber(ARGV[4])
+if depth > 1 then
+  redis.call('hset', KEYS[1], ARGV[1], depth - 1)
+  return 1
+end
+local reader = redis.call('zrem', KEYS[4], ARGV[1]) == 1
+redis.call('hdel', KEYS[1], ARGV[1])
+if redis.call('hlen', KEYS[1]) <= 1 then
+  redis.call('del', KEYS[1])
+  redis.call(ARGV[3], ARGV[2], '')
+  return 1
+end
+if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then
+  -- The writer left readers of its own chain (a downgrade): the lock is
+  -- read-locked now, and other readers may join them.
+  redis.call('hset', KEYS[1], 'mode', 'read')
+  redis.call(ARGV[3], ARGV[2], '')
+end
+return 1

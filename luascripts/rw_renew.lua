@@ -1,0 +1,23 @@
+-- rw_renew: extend a read-write lock hold's lease if its owner still holds
+-- it: a reader's deadline, and the lock's TTL (never shortened: other
+-- holders may need it longer). Never creates the lock. Runs after rw.lua.
+--
+-- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
+-- KEYS[2]  readers' deadlines (zset: owner id -> server time, ms)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease, milliseconds
+--
+-- Returns 1 when renewed, 0 when the owner no longer holds the lock.
+if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+if redis.call('zscore', KEYS[2], ARGV[1]) then
+  local now = server_ms()
+  if tonumber(redis.call('zscore', KEYS[2], ARGV[1])) <= now then
+    return 0 -- its deadline passed: another operation may purge it now
+  end
+  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+  extend(KEYS[2], ARGV[2])
+end
+extend(KEYS[1], ARGV[2])
+return 1

@@ -1,0 +1,115 @@
+// Package rwlock provides a distributed read-write lock: many readers or
+// one writer, writer-preferring like sync.RWMutex.
+//
+// A writer that waits blocks new readers, so a stream of overlapping readers
+// cannot starve writers; readers already inside finish, then the writer
+// enters. Both sides are reentrant down the call chain (ownership travels in
+// ctx): a reader re-entering its read lock is admitted even while a writer
+// waits, since refusing it would deadlock. A writer may take the read lock
+// in its own call chain (downgrade): when it then unlocks the write side it
+// stays a reader and other readers may join. A reader asking for the write
+// lock in its own call chain gets relock.ErrWouldDeadlock at once (upgrade
+// would wait for itself).
+//
+// Releasing the last reader wakes the waiting writers; releasing the writer
+// wakes every waiter.
+//
+// # Safety model
+//
+// As for package mutex: each hold is an advisory lease renewed by the
+// Client's watchdog (or fixed with relock.WithLease) and lost — its
+// Context canceled with cause relock.ErrLockLost — when renewal fails for
+// longer than the lease. Every reader has its own deadline on the server's
+// clock, so a reader that dies releases its hold at its own deadline even
+// while other readers keep renewing theirs; expired holds are found in
+// O(log n) per operation. A waiting writer keeps its claim with heartbeats
+// (see relock.WithWaiterTimeout); one that dies stops blocking readers after
+// its deadline. Readers and writers both get fencing tokens from the same
+// counter; a resource written only by writers should check the writers'.
+package rwlock
+
+import (
+	"context"
+
+	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/luascripts"
+)
+
+var (
+	readSpec = kind.Spec{
+		Kind:    "rwlock",
+		Mode:    "read",
+		Within:  "write",
+		Acquire: luascripts.RWReadAcquire,
+		Reenter: luascripts.RWReenter,
+		Release: luascripts.RWRelease,
+		Renew:   luascripts.RWRenew,
+	}
+	writeSpec = kind.Spec{
+		Kind:      "rwlock",
+		Mode:      "write",
+		Conflicts: "read",
+		Acquire:   luascripts.RWWriteAcquire,
+		Reenter:   luascripts.RWReenter,
+		Release:   luascripts.RWRelease,
+		Renew:     luascripts.RWRenew,
+		Heartbeat: luascripts.WaiterHeartbeat,
+	}
+)
+
+// RWMutex is a distributed read-write lock. An RWMutex is cheap, holds no
+// connection and is safe for concurrent use; RWMutexes of the same name on
+// Clients with the same key prefix are the same lock.
+type RWMutex struct {
+	r, w kind.Lock[*relock.Lease]
+}
+
+// New returns the read-write lock called name on c. Besides relock.WithLease
+// it takes relock.WithWaiterTimeout (how long a dead waiting writer keeps
+// blocking readers). Any byte string but one holding '{' or '}' is a valid
+// name; an empty or invalid name, or an invalid option, makes every method
+// fail with relock.ErrInvalid.
+func New(c *relock.Client, name string, opts ...relock.LockOption) *RWMutex {
+	return &RWMutex{
+		r: kind.New[*relock.Lease](c, name, &readSpec, opts),
+		w: kind.New[*relock.Lease](c, name, &writeSpec, opts),
+	}
+}
+
+// Lock acquires the write lock, waiting until no reader or writer holds it
+// or ctx ends; while it waits, new readers are held back. With a ctx that
+// holds the write lock it re-enters. The caller must Unlock the lease.
+//
+// Lock fails with relock.ErrWouldDeadlock when ctx holds the read lock
+// (upgrade); relock.ErrNotAcquired joined with ctx.Err() when ctx ends
+// first; relock.ErrLockLost when ctx carries a hold that Redis no longer
+// has; relock.ErrClosed when the Client is or becomes closed;
+// relock.ErrInvalid for an invalid name or option; or with the Redis error
+// that stopped it.
+func (m *RWMutex) Lock(ctx context.Context) (*relock.Lease, error) { return m.w.Lock(ctx) }
+
+// TryLock makes one attempt at the write lock, in one round trip, and fails
+// with relock.ErrNotAcquired when anyone holds the lock; it fails as Lock
+// does besides.
+func (m *RWMutex) TryLock(ctx context.Context) (*relock.Lease, error) { return m.w.TryLock(ctx) }
+
+// RLock acquires a read lock, waiting while a writer holds the lock or
+// waits for it, or until ctx ends. With a ctx that holds a read lock it
+// re-enters, even while a writer waits; with a ctx that holds the write
+// lock it is granted at once (downgrade). The caller must Unlock the lease.
+// RLock fails as Lock does, except that it never reports ErrWouldDeadlock.
+func (m *RWMutex) RLock(ctx context.Context) (*relock.Lease, error) { return m.r.Lock(ctx) }
+
+// TryRLock makes one attempt at a read lock, in one round trip, and fails
+// with relock.ErrNotAcquired when a writer holds the lock or waits for it;
+// it fails as RLock does besides.
+func (m *RWMutex) TryRLock(ctx context.Context) (*relock.Lease, error) { return m.r.TryLock(ctx) }
+
+// RLocker returns a relock.Locker whose Lock and TryLock are RLock and
+// TryRLock.
+func (m *RWMutex) RLocker() relock.Locker { return m.r }
+
+// Locker returns a relock.Locker whose Lock and TryLock are Lock and
+// TryLock.
+func (m *RWMutex) Locker() relock.Locker { return m.w }
