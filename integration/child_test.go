@@ -17,18 +17,30 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/fair"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/reentrant"
+	"github.com/relockgo/relock/rwlock"
 )
 
-// kinds are the lock kinds the cross-process tests run over.
-var kinds = map[string]func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker{
+// locker makes a lock of one kind.
+type locker func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker
+
+// kinds are the exclusive locks the cross-process tests run over: every
+// kind, and the write side of the read-write lock.
+var kinds = map[string]locker{
 	"mutex": func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
 		return mutex.New(c, name, opts...)
 	},
 	"reentrant": func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
 		return reentrant.New(c, name, opts...)
+	},
+	"fair": func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return fair.New(c, name, opts...)
+	},
+	"rwlock": func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return rwlock.New(c, name, opts...).Locker()
 	},
 }
 
@@ -139,6 +151,10 @@ func TestChild(t *testing.T) {
 		childCounter(t, rc, args)
 	case "hold":
 		childHold(t, rc, args)
+	case "wait":
+		childWait(t, rc, args)
+	case "read":
+		childRead(t, rc, args)
 	default:
 		t.Fatalf("unknown role %q", role)
 	}
@@ -247,4 +263,46 @@ func childHold(t *testing.T, rc rueidis.Client, args []string) {
 		}
 	}
 	<-stdinClosed
+}
+
+// childWait: args name waiter-timeout. Waits for the fair lock (and never
+// says anything: the parent watches the queue). If it ever acquires, it says
+// "acquired".
+func childWait(t *testing.T, rc rueidis.Client, args []string) {
+	timeout, err := time.ParseDuration(args[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := relock.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lease, err := fair.New(c, args[0], relock.WithWaiterTimeout(timeout)).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("acquired")
+	lease.Unlock()
+}
+
+// childRead: args name watchdog-timeout. Takes the read lock, says "locked",
+// and holds it until stdin closes.
+func childRead(t *testing.T, rc rueidis.Client, args []string) {
+	timeout, err := time.ParseDuration(args[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := relock.New(rc, relock.WithWatchdogTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lease, err := rwlock.New(c, args[0]).RLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("locked")
+	io.Copy(io.Discard, os.Stdin)
+	lease.Unlock()
 }

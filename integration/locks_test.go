@@ -18,6 +18,10 @@ import (
 
 func TestMutexExcludesAcrossProcesses(t *testing.T)     { testExcludesAcrossProcesses(t, "mutex") }
 func TestReentrantExcludesAcrossProcesses(t *testing.T) { testExcludesAcrossProcesses(t, "reentrant") }
+func TestFairExcludesAcrossProcesses(t *testing.T)      { testExcludesAcrossProcesses(t, "fair") }
+func TestRWLockWritersExcludeAcrossProcesses(t *testing.T) {
+	testExcludesAcrossProcesses(t, "rwlock")
+}
 
 func testExcludesAcrossProcesses(t *testing.T, kind string) {
 	srv := redistest.Shared(t)
@@ -64,6 +68,8 @@ func TestKilledMutexHolderLosesLockWithinLease(t *testing.T) { testKilledHolder(
 func TestKilledReentrantHolderLosesLockWithinLease(t *testing.T) {
 	testKilledHolder(t, "reentrant", 2)
 }
+func TestKilledFairHolderLosesLockWithinLease(t *testing.T)   { testKilledHolder(t, "fair", 2) }
+func TestKilledRWLockWriterLosesLockWithinLease(t *testing.T) { testKilledHolder(t, "rwlock", 2) }
 
 // testKilledHolder kills a child holding the lock depth times and takes the
 // lock within the child's lease + 1s.
@@ -89,6 +95,10 @@ func testKilledHolder(t *testing.T, kind string, depth int) {
 
 func TestPausedMutexHolderIsFencedOff(t *testing.T)     { testPausedHolder(t, "mutex", 1) }
 func TestPausedReentrantHolderIsFencedOff(t *testing.T) { testPausedHolder(t, "reentrant", 3) }
+
+// The fair lock's waiter is the parent: the holder's expiry hands it the lock.
+func TestPausedFairHolderIsFencedOff(t *testing.T)   { testPausedHolder(t, "fair", 2) }
+func TestPausedRWLockWriterIsFencedOff(t *testing.T) { testPausedHolder(t, "rwlock", 2) }
 
 // testPausedHolder pauses a child holding the lock depth times in one call
 // chain past its lease, takes the lock, and resumes the child.

@@ -1,0 +1,218 @@
+package integration
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/fair"
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/rwlock"
+)
+
+// TestFairGrantsFollowArrivalOrder runs 3 processes × 8 goroutines on one
+// fair lock and replays the server's command stream: every grant must go to
+// the first owner in the queue as the server built it, and no live waiter
+// may be purged.
+func TestFairGrantsFollowArrivalOrder(t *testing.T) {
+	srv := redistest.New(t) // MONITOR sees every command: keep others off
+	name := t.Name()
+	lock, queue := "relock:{"+name+"}", "relock:{"+name+"}:queue"
+	mon := startMonitor(t, srv.Addr())
+
+	const procs, workers, rounds = 3, 8, 90
+	children := make([]*child, procs)
+	for i := range children {
+		children[i] = startChild(t, srv.Addr(), "counter", "fair", name, strconv.Itoa(workers), strconv.Itoa(rounds))
+	}
+	for _, c := range children {
+		c.wait(t)
+	}
+	mon.stop(t)
+
+	var (
+		model     []string // the queue, as the server's commands built it
+		popped    string   // the owner the current script took off the head
+		grants    int
+		violation []string
+	)
+	for _, cmd := range mon.commands() {
+		if cmd[0] != "lua" {
+			popped = "" // a new command from a client: a new script
+			continue
+		}
+		op := strings.ToLower(cmd[1])
+		switch {
+		case op == "rpush" && cmd[2] == queue:
+			model = append(model, cmd[3])
+		case op == "lpop" && cmd[2] == queue:
+			require.NotEmpty(t, model, "lpop of an empty queue")
+			popped, model = model[0], model[1:]
+		case op == "lrem" && cmd[2] == queue:
+			violation = append(violation, "a live waiter was removed from the queue: "+cmd[4])
+		case op == "hset" && cmd[2] == lock && len(cmd) == 5 && cmd[4] == "1":
+			grants++
+			owner := cmd[3]
+			switch {
+			case popped != "" && popped != owner:
+				violation = append(violation, "granted to "+owner+", first in queue was "+popped)
+			case popped == "" && len(model) > 0:
+				violation = append(violation, "granted to "+owner+" ahead of "+strconv.Itoa(len(model))+" waiters")
+			}
+			popped = ""
+		}
+	}
+	assert.Equal(t, procs*workers*rounds, grants, "every acquisition seen")
+	assert.GreaterOrEqual(t, grants, 2000)
+	assert.Empty(t, violation, "FIFO violations")
+	t.Logf("%d grants, %d FIFO violations", grants, len(violation))
+}
+
+// TestKilledHeadWaiterIsSkipped kills the first waiter of a fair lock: the
+// next waiter acquires within the dead waiter's deadline + 1s of the
+// release, and the dead one is never granted the lock.
+func TestKilledHeadWaiterIsSkipped(t *testing.T) {
+	srv := redistest.Shared(t)
+	rc := srv.Client(t)
+	name := t.Name()
+	queue := "relock:{" + name + "}:queue"
+	const waiterTimeout = time.Second
+	c := newClient(t)
+	m := fair.New(c, name, relock.WithWaiterTimeout(waiterTimeout))
+	holder, err := m.Lock(context.Background())
+	require.NoError(t, err)
+
+	qlen := func() int64 {
+		n, err := rc.Do(context.Background(), rc.B().Llen().Key(queue).Build()).AsInt64()
+		require.NoError(t, err)
+		return n
+	}
+	dead := startChild(t, srv.Addr(), "wait", name, waiterTimeout.String())
+	eventually(t, "the child to queue", func() bool { return qlen() == 1 })
+	got := make(chan error, 1)
+	go func() {
+		l, err := fair.New(newClient(t), name, relock.WithWaiterTimeout(waiterTimeout)).Lock(context.Background())
+		if err == nil {
+			err = l.Unlock()
+		}
+		got <- err
+	}()
+	eventually(t, "the second waiter to queue", func() bool { return qlen() == 2 })
+
+	require.NoError(t, dead.cmd.Process.Kill())
+	require.NoError(t, holder.Unlock())
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(waiterTimeout + time.Second):
+		t.Fatal("the next waiter did not acquire within the dead waiter's deadline + 1s")
+	}
+	for line := range dead.lines {
+		assert.NotEqual(t, "acquired", line, "the dead waiter was granted the lock")
+	}
+}
+
+// TestDeadReaderExpiresOnItsOwn kills a reader while a live reader keeps
+// renewing a much longer lease: a waiting writer acquires within the dead
+// reader's lease + 1s, not after the lock's TTL.
+func TestDeadReaderExpiresOnItsOwn(t *testing.T) {
+	srv := redistest.Shared(t)
+	name := t.Name()
+	const deadLease = time.Second
+	dead := startChild(t, srv.Addr(), "read", name, deadLease.String())
+	dead.expect(t, "locked")
+
+	live, err := rwlock.New(newClient(t, relock.WithWatchdogTimeout(20*time.Second)), name).RLock(context.Background())
+	require.NoError(t, err)
+	writer := make(chan error, 1)
+	go func() {
+		l, err := rwlock.New(newClient(t), name).Lock(context.Background())
+		if err == nil {
+			err = l.Unlock()
+		}
+		writer <- err
+	}()
+	rc := srv.Client(t)
+	eventually(t, "the writer to wait", func() bool {
+		n, err := rc.Do(context.Background(), rc.B().Zcard().Key("relock:{"+name+"}:waiters").Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	require.NoError(t, dead.cmd.Process.Kill())
+	killed := time.Now()
+	require.NoError(t, live.Unlock())
+	select {
+	case err := <-writer:
+		require.NoError(t, err)
+		t.Logf("the writer acquired %v after the reader was killed", time.Since(killed))
+	case <-time.After(deadLease + time.Second):
+		t.Fatal("the writer waited past the dead reader's lease + 1s")
+	}
+}
+
+// TestWriterIsNotStarved keeps readers overlapping on a lock and starts a
+// writer: from the moment it waits, no new reader may enter, so it acquires
+// once the readers inside leave. Checked on the server's command order.
+func TestWriterIsNotStarved(t *testing.T) {
+	srv := redistest.New(t)
+	name := t.Name()
+	lock, waiters := "relock:{"+name+"}", "relock:{"+name+"}:waiters"
+	mon := startMonitor(t, srv.Addr())
+	ctx, stopReaders := context.WithCancel(context.Background())
+	defer stopReaders()
+
+	c, err := relock.New(srv.Client(t))
+	require.NoError(t, err)
+	defer c.Close()
+	m := rwlock.New(c, name)
+	done := make(chan struct{})
+	const readers = 4
+	for range readers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for ctx.Err() == nil {
+				l, err := m.RLock(ctx)
+				if err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+				l.Unlock()
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // let the readers overlap
+	w, err := m.Lock(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, w.Unlock())
+	stopReaders()
+	for range readers {
+		<-done
+	}
+	mon.stop(t)
+
+	// From the writer's first registration to its grant, no reader may be
+	// granted.
+	waiting, admitted, granted := false, 0, false
+	for _, cmd := range mon.commands() {
+		if cmd[0] != "lua" || len(cmd) < 3 {
+			continue
+		}
+		op := strings.ToLower(cmd[1])
+		switch {
+		case op == "zadd" && cmd[2] == waiters && !granted:
+			waiting = true
+		case op == "hset" && cmd[2] == lock && len(cmd) >= 4 && cmd[3] == "mode" && cmd[4] == "write":
+			granted = true
+		case op == "hset" && cmd[2] == lock && waiting && !granted && len(cmd) == 5 && cmd[4] == "1":
+			admitted++
+		}
+	}
+	require.True(t, waiting, "the writer had to wait for overlapping readers")
+	require.True(t, granted)
+	assert.Equal(t, 0, admitted, "readers admitted while the writer waited")
+}
