@@ -211,3 +211,50 @@ func TestExecMultiMixesScriptsAndReloads(t *testing.T) {
 	}
 	assert.Empty(t, luascripts.ExecMulti(ctx, rc))
 }
+
+// Every release, re-entry and renewal script refuses an owner that does not
+// hold the lock, and leaves the lock as it was.
+func TestHashScriptsRefuseWrongOwner(t *testing.T) {
+	rc := redistest.Shared(t).Client(t)
+	ctx := context.Background()
+	key, fence, channel := lock(t, rc)
+	queue, waiters, readers := key+":queue", key+":waiters", key+":readers"
+	for _, tc := range []struct {
+		name    string
+		acquire *rueidis.Lua
+		calls   []luascripts.Call
+	}{
+		{"reentrant", luascripts.ReentrantAcquire, []luascripts.Call{
+			{Script: luascripts.ReentrantReenter, Keys: []string{key, readers}, Args: []string{"b", "60000", "2"}},
+			{Script: luascripts.ReentrantRelease, Keys: []string{key, queue, waiters, readers}, Args: []string{"b", channel, "publish", "1"}},
+			{Script: luascripts.Renew, Keys: []string{key, readers}, Args: []string{"b", "60000"}},
+		}},
+		{"fair", luascripts.FairAcquire, []luascripts.Call{
+			{Script: luascripts.FairRelease, Keys: []string{key, queue, waiters, readers}, Args: []string{"b", channel, "publish", "1"}},
+		}},
+		{"rwlock", luascripts.RWWriteAcquire, []luascripts.Call{
+			{Script: luascripts.RWReenter, Keys: []string{key, readers}, Args: []string{"b", "60000", "2"}},
+			{Script: luascripts.RWRelease, Keys: []string{key, queue, waiters, readers}, Args: []string{"b", channel, "publish", "1"}},
+			{Script: luascripts.RWRenew, Keys: []string{key, readers}, Args: []string{"b", "60000"}},
+		}},
+	} {
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(key, queue, waiters, readers).Build()).Error())
+		got, err := tc.acquire.Exec(ctx, rc, []string{key, fence, queue, waiters, readers},
+			[]string{"a", "10000", "1", "5000", channel, "publish", ""}).AsIntSlice()
+		require.NoError(t, err, tc.name)
+		require.Equal(t, int64(1), got[0], tc.name)
+		before, err := rc.Do(ctx, rc.B().Dump().Key(key).Build()).ToString()
+		require.NoError(t, err)
+		for _, call := range tc.calls {
+			n, err := luascripts.ExecMulti(ctx, rc, call)[0].AsInt64()
+			require.NoError(t, err, tc.name)
+			assert.Equal(t, int64(0), n, "%s: the wrong owner is refused", tc.name)
+		}
+		after, err := rc.Do(ctx, rc.B().Dump().Key(key).Build()).ToString()
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "%s: the lock is untouched", tc.name)
+		pttl, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, pttl, int64(10000), "%s: not extended", tc.name)
+	}
+}

@@ -5,6 +5,8 @@
 -- KEYS[2]  the fence counter (string: last token issued)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
+-- The engine passes more KEYS and ARGV, the same for every kind (see
+-- internal/kind.Spec); this script does not use them.
 --
 -- Returns {1, token} when acquired. Returns {0, pttl} when the lock is held
 -- (by another mutex owner, or by a lock of another kind with the same name):

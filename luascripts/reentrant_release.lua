@@ -2,6 +2,8 @@
 -- deletes the lock and wakes the waiters.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
+-- KEYS[2..4] passed by the engine for every kind (see internal/kind.Spec);
+--          unused here
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
