@@ -164,10 +164,11 @@ func (b *binding) renewCall(owner string) luascripts.Call {
 }
 
 func (b *binding) heartbeatCall(owner string) luascripts.Call {
+	k := b.keys
 	return luascripts.Call{
 		Script: b.spec.Heartbeat,
-		Keys:   []string{b.keys.Queue, b.keys.Waiters},
-		Args:   []string{owner, b.waiterMs},
+		Keys:   []string{k.Lock, k.Queue, k.Waiters},
+		Args:   []string{owner, b.waiterMs, k.Wake, b.c.publish},
 	}
 }
 

@@ -155,6 +155,8 @@ func TestChild(t *testing.T) {
 		childWait(t, rc, args)
 	case "read":
 		childRead(t, rc, args)
+	case "write":
+		childWrite(t, rc, args)
 	default:
 		t.Fatalf("unknown role %q", role)
 	}
@@ -304,5 +306,25 @@ func childRead(t *testing.T, rc rueidis.Client, args []string) {
 	}
 	say("locked")
 	io.Copy(io.Discard, os.Stdin)
+	lease.Unlock()
+}
+
+// childWrite: args name waiter-timeout. Waits for the write lock (the parent
+// watches the waiting writers); if it ever acquires, it says "acquired".
+func childWrite(t *testing.T, rc rueidis.Client, args []string) {
+	timeout, err := time.ParseDuration(args[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := relock.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lease, err := rwlock.New(c, args[0], relock.WithWaiterTimeout(timeout)).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("acquired")
 	lease.Unlock()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/internal/roundtrip"
 	"github.com/relockgo/relock/rwlock"
 )
 
@@ -215,4 +216,36 @@ func TestWriterIsNotStarved(t *testing.T) {
 	require.True(t, waiting, "the writer had to wait for overlapping readers")
 	require.True(t, granted)
 	assert.Equal(t, 0, admitted, "readers admitted while the writer waited")
+}
+
+// TestDeadWaitingWriterStopsBlockingReaders kills a writer that waits
+// behind a reader: new readers are held back until its deadline, then
+// admitted — and while held back they wait, they do not spin.
+func TestDeadWaitingWriterStopsBlockingReaders(t *testing.T) {
+	srv := redistest.Shared(t)
+	rc := srv.Client(t)
+	name := t.Name()
+	const waiterTimeout = time.Second
+	reader, err := rwlock.New(newClient(t), name).RLock(context.Background())
+	require.NoError(t, err)
+	defer reader.Unlock()
+
+	writer := startChild(t, srv.Addr(), "write", name, waiterTimeout.String())
+	eventually(t, "the writer to wait", func() bool {
+		n, err := rc.Do(context.Background(), rc.B().Zcard().Key("relock:{"+name+"}:waiters").Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	require.NoError(t, writer.cmd.Process.Kill())
+	require.NoError(t, reader.Unlock(), "the lock is free now, but a (dead) writer waits")
+
+	counted := roundtrip.New(srv.Client(t))
+	c, err := relock.New(counted)
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waiterTimeout+time.Second)
+	defer cancel()
+	l, err := rwlock.New(c, name).RLock(ctx)
+	require.NoError(t, err, "admitted within the dead writer's deadline + 1s")
+	require.NoError(t, l.Unlock())
+	assert.Less(t, counted.Count(), int64(10), "the reader waited for the deadline instead of retrying in a loop")
 }

@@ -18,9 +18,8 @@
 --
 -- Returns {1, token} when acquired. Returns {0, wait} when not, where wait
 -- is how long in milliseconds nothing can change without a wake-up: the
--- holder's pttl, or the first waiter's remaining deadline if that is
--- sooner and the first waiter is another (a dead one is purged after it).
--- -1: unknown.
+-- holder's pttl, or, when the lock is free but another waiter is first,
+-- that waiter's remaining deadline (it is woken now).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -57,20 +56,12 @@ if ARGV[3] == '1' then
   redis.call('pexpire', KEYS[4], ARGV[4])
 end
 
-if free then
-  -- Another waiter is first: hand it the lock.
-  redis.call(ARGV[6], ARGV[5], head)
-end
--- Nothing changes before the holder's lease ends, or before the first
--- waiter's deadline (if it died, the next attempt after that purges it).
-local wait = -1
 if not free then
-  wait = redis.call('pttl', KEYS[1])
+  -- Released or expired, the lock wakes the first waiter; heartbeats purge
+  -- a first waiter that died.
+  return {0, redis.call('pttl', KEYS[1])}
 end
-if head and head ~= ARGV[1] then
-  local d = tonumber(redis.call('zscore', KEYS[4], head)) - now
-  if wait < 0 or d < wait then
-    wait = d
-  end
-end
-return {0, wait}
+-- Free, but another waiter is first: hand it the lock, and look again by
+-- its deadline in case it died.
+redis.call(ARGV[6], ARGV[5], head)
+return {0, tonumber(redis.call('zscore', KEYS[4], head)) - now}

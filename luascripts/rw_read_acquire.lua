@@ -19,7 +19,8 @@
 -- lock is write-locked, when the caller's own chain holds the write side
 -- (downgrade).
 --
--- Returns {1, token} when acquired, {0, pttl} when not.
+-- Returns {1, token} when acquired, {0, wait} when not: the lock's pttl,
+-- or, when it is free but a writer waits, that writer's remaining deadline.
 if foreign(KEYS[1]) then
   return {0, redis.call('pttl', KEYS[1])}
 end
@@ -36,7 +37,13 @@ else
   admit = ARGV[7] ~= '' and redis.call('hexists', KEYS[1], ARGV[7]) == 1
 end
 if not admit then
-  return {0, redis.call('pttl', KEYS[1])}
+  if mode then
+    return {0, redis.call('pttl', KEYS[1])}
+  end
+  -- Free, but a writer waits and will take it: look again by its deadline
+  -- in case it died (heartbeats also purge it and wake the readers).
+  local first = redis.call('zrange', KEYS[4], 0, 0, 'WITHSCORES')
+  return {0, tonumber(first[2]) - now}
 end
 if not mode then
   redis.call('hset', KEYS[1], 'mode', 'read')

@@ -39,7 +39,8 @@ import (
 //	         → 1 released, 0 not held; for an owner that does not hold
 //	           the lock, it withdraws the owner as a waiter
 //	renew    KEYS lock, readers   ARGV owner, lease ms → 1 renewed, 0 not held
-//	heartbeat KEYS queue, waiters  ARGV owner, waiter timeout ms
+//	heartbeat KEYS lock, queue, waiters
+//	         ARGV owner, waiter timeout ms, wake-up channel, publish command
 //	         → 1 still waiting, 0 not
 //
 // Hold counts are named by the client, which knows them, so that a call
