@@ -231,6 +231,7 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 	w := waiter{b: b, owner: b.c.newOwner()}
 	defer w.leave()
 	backoff := 10 * time.Millisecond // after an attempt that failed on the network
+	again := false                   // the last attempt was an immediate retry
 	for {
 		next := w.next()
 		sent := time.Now()
@@ -258,11 +259,15 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		}
 		d := maxWait
 		switch {
-		case wait == -2: // gone since the attempt: try again at once
+		case wait == -2 && !again: // gone since the attempt: try again at once, once
+			again = true
 			continue
+		case wait == -2:
+			d = time.Millisecond
 		case wait >= 0:
 			d = min(d, time.Duration(wait+1)*time.Millisecond)
 		}
+		again = false
 		if err := b.wait(ctx, next, d); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil, err
