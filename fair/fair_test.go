@@ -14,33 +14,15 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-func newClient(t *testing.T, rc rueidis.Client, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(rc, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 func keys(name string) (lock, queue, waiters string) {
 	base := "relock:{" + name + "}"
 	return base, base + ":queue", base + ":waiters"
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func llen(t *testing.T, rc rueidis.Client, key string) int64 {
@@ -53,7 +35,7 @@ func llen(t *testing.T, rc rueidis.Client, key string) int64 {
 func TestGrantsInArrivalOrder(t *testing.T) {
 	srv := redistest.Shared(t)
 	rc := srv.Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	name := t.Name()
 	_, queue, _ := keys(name)
 	m := fair.New(c, name)
@@ -84,7 +66,7 @@ func TestGrantsInArrivalOrder(t *testing.T) {
 			}
 		}()
 		// Start the next waiter only once this one is queued.
-		eventually(t, "waiter "+strconv.Itoa(i)+" to queue", func() bool { return llen(t, rc, queue) == int64(i+1) })
+		locktest.Eventually(t, "waiter "+strconv.Itoa(i)+" to queue", func() bool { return llen(t, rc, queue) == int64(i+1) })
 	}
 	require.NoError(t, holder.Unlock())
 	wg.Wait()
@@ -97,7 +79,7 @@ func TestGrantsInArrivalOrder(t *testing.T) {
 
 func TestTryLockNeverJumpsTheQueueAndDeadWaitersArePurged(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	name := t.Name()
 	lock, queue, waiters := keys(name)
 	ctx := context.Background()
@@ -135,7 +117,7 @@ func TestLiveWaitersKeepTheirPlace(t *testing.T) {
 	srv := redistest.Shared(t)
 	rc := srv.Client(t)
 	const timeout = 150 * time.Millisecond
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	name := t.Name()
 	_, queue, _ := keys(name)
 	m := fair.New(c, name, relock.WithWaiterTimeout(timeout))
@@ -150,13 +132,13 @@ func TestLiveWaitersKeepTheirPlace(t *testing.T) {
 		}
 		first <- lease
 	}()
-	eventually(t, "the waiter to queue", func() bool { return llen(t, rc, queue) == 1 })
+	locktest.Eventually(t, "the waiter to queue", func() bool { return llen(t, rc, queue) == 1 })
 	// Many waiter timeouts pass; heartbeats keep the waiter queued.
 	time.Sleep(10 * timeout)
 	assert.Equal(t, int64(1), llen(t, rc, queue), "a live waiter is never purged")
 
 	// A waiter that arrives now is behind it.
-	other := fair.New(newClient(t, srv.Client(t)), name, relock.WithWaiterTimeout(timeout))
+	other := fair.New(locktest.Client(t, srv.Client(t)), name, relock.WithWaiterTimeout(timeout))
 	second := make(chan error, 1)
 	go func() {
 		lease, err := other.Lock(context.Background())
@@ -165,7 +147,7 @@ func TestLiveWaitersKeepTheirPlace(t *testing.T) {
 		}
 		second <- err
 	}()
-	eventually(t, "the second waiter to queue", func() bool { return llen(t, rc, queue) == 2 })
+	locktest.Eventually(t, "the second waiter to queue", func() bool { return llen(t, rc, queue) == 2 })
 	require.NoError(t, holder.Unlock())
 	l := <-first
 	require.NotNil(t, l, "the first waiter acquires first")
@@ -183,7 +165,7 @@ func TestCanceledWaitersLeaveNoTrace(t *testing.T) {
 	rc := srv.Client(t)
 	name := t.Name()
 	lock, queue, waiters := keys(name)
-	clients := []*relock.Client{newClient(t, srv.Client(t)), newClient(t, srv.Client(t))}
+	clients := []*relock.Client{locktest.Client(t, srv.Client(t)), locktest.Client(t, srv.Client(t))}
 	holder, err := fair.New(clients[0], name).Lock(context.Background())
 	require.NoError(t, err)
 
@@ -222,7 +204,7 @@ func TestCanceledWaitersLeaveNoTrace(t *testing.T) {
 }
 
 func TestReentryAndHoldCount(t *testing.T) {
-	c := newClient(t, redistest.Shared(t).Client(t))
+	c := locktest.Client(t, redistest.Shared(t).Client(t))
 	m := fair.New(c, t.Name())
 	outer, err := m.Lock(context.Background())
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 )
 
@@ -20,12 +21,10 @@ type admin interface {
 	ForceUnlock(context.Context) (bool, error)
 }
 
+// newClient returns a Client on the shared server, closed at cleanup.
 func newClient(t *testing.T, opts ...relock.Option) *relock.Client {
 	t.Helper()
-	c, err := relock.New(redistest.Shared(t).Client(t), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
+	return locktest.Client(t, redistest.Shared(t).Client(t), opts...)
 }
 
 func TestBadInput(t *testing.T) {
@@ -127,16 +126,5 @@ func TestKindsShareNames(t *testing.T) {
 			assert.ErrorIs(t, err, relock.ErrNotAcquired, "%s held, %s tries", holder, other)
 			require.NoError(t, lease.Unlock())
 		}
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/internal/roundtrip"
 	"github.com/relockgo/relock/rwlock"
@@ -95,7 +96,7 @@ func TestKilledHeadWaiterIsSkipped(t *testing.T) {
 		return n
 	}
 	dead := startChild(t, srv.Addr(), "wait", name, waiterTimeout.String())
-	eventually(t, "the child to queue", func() bool { return qlen() == 1 })
+	locktest.Eventually(t, "the child to queue", func() bool { return qlen() == 1 })
 	got := make(chan error, 1)
 	go func() {
 		l, err := fair.New(newClient(t), name, relock.WithWaiterTimeout(waiterTimeout)).Lock(context.Background())
@@ -104,7 +105,7 @@ func TestKilledHeadWaiterIsSkipped(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, "the second waiter to queue", func() bool { return qlen() == 2 })
+	locktest.Eventually(t, "the second waiter to queue", func() bool { return qlen() == 2 })
 
 	require.NoError(t, dead.cmd.Process.Kill())
 	require.NoError(t, holder.Unlock())
@@ -140,7 +141,7 @@ func TestDeadReaderExpiresOnItsOwn(t *testing.T) {
 		writer <- err
 	}()
 	rc := srv.Client(t)
-	eventually(t, "the writer to wait", func() bool {
+	locktest.Eventually(t, "the writer to wait", func() bool {
 		n, err := rc.Do(context.Background(), rc.B().Zcard().Key("relock:{"+name+"}:waiters").Build()).AsInt64()
 		return err == nil && n == 1
 	})
@@ -231,7 +232,7 @@ func TestDeadWaitingWriterStopsBlockingReaders(t *testing.T) {
 	defer reader.Unlock()
 
 	writer := startChild(t, srv.Addr(), "write", name, waiterTimeout.String())
-	eventually(t, "the writer to wait", func() bool {
+	locktest.Eventually(t, "the writer to wait", func() bool {
 		n, err := rc.Do(context.Background(), rc.B().Zcard().Key("relock:{"+name+"}:waiters").Build()).AsInt64()
 		return err == nil && n == 1
 	})

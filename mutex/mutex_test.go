@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/internal/roundtrip"
 	"github.com/relockgo/relock/mutex"
@@ -20,32 +20,11 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// newClient returns a relock Client on rc, closed at cleanup.
-func newClient(t *testing.T, rc rueidis.Client, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(rc, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 func key(name string) string { return "relock:{" + name + "}" }
-
-// eventually waits for cond, failing the test after a generous deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func TestLockUnlockRoundTrips(t *testing.T) {
 	rc := roundtrip.New(redistest.Shared(t).Client(t))
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	m := mutex.New(c, t.Name())
 	ctx := context.Background()
 
@@ -66,14 +45,14 @@ func TestLockUnlockRoundTrips(t *testing.T) {
 func TestTryLockHeld(t *testing.T) {
 	srv := redistest.Shared(t)
 	rc := roundtrip.New(srv.Client(t))
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	ctx := context.Background()
 	holder, err := mutex.New(c, t.Name()).Lock(ctx)
 	require.NoError(t, err)
 	defer holder.Unlock()
 
 	rc2 := roundtrip.New(srv.Client(t))
-	other := newClient(t, rc2)
+	other := locktest.Client(t, rc2)
 	lease, err := mutex.New(other, t.Name()).TryLock(ctx)
 	assert.Nil(t, lease)
 	assert.ErrorIs(t, err, relock.ErrNotAcquired)
@@ -82,7 +61,7 @@ func TestTryLockHeld(t *testing.T) {
 
 func TestFencingTokensIncreaseInGrantOrder(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	m := mutex.New(c, t.Name())
 	ctx := context.Background()
 
@@ -124,7 +103,7 @@ func TestFencingTokensIncreaseInGrantOrder(t *testing.T) {
 
 func TestReentryWouldDeadlock(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	m := mutex.New(c, t.Name())
 	lease, err := m.Lock(context.Background())
 	require.NoError(t, err)
@@ -150,13 +129,13 @@ func TestReentryWouldDeadlock(t *testing.T) {
 func TestCancelWhileWaiting(t *testing.T) {
 	srv := redistest.Shared(t)
 	rc := srv.Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	name := t.Name()
 	holder, err := mutex.New(c, name).Lock(context.Background())
 	require.NoError(t, err)
 	defer holder.Unlock()
 
-	waiter := newClient(t, srv.Client(t))
+	waiter := locktest.Client(t, srv.Client(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -172,18 +151,18 @@ func TestCancelWhileWaiting(t *testing.T) {
 		require.NoError(t, err)
 		return v[channel]
 	}
-	eventually(t, "the waiter to subscribe", func() bool { return numsub() == 1 })
+	locktest.Eventually(t, "the waiter to subscribe", func() bool { return numsub() == 1 })
 	cancel()
 	err = <-errc
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.ErrorIs(t, err, relock.ErrNotAcquired, "the lock was held: both are reported")
-	eventually(t, "the subscription to end", func() bool { return numsub() == 0 })
+	locktest.Eventually(t, "the subscription to end", func() bool { return numsub() == 0 })
 }
 
 func TestWaitersShareOneSubscription(t *testing.T) {
 	srv := redistest.Shared(t)
 	rc := srv.Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	name := t.Name()
 	m := mutex.New(c, name)
 	holder, err := m.Lock(context.Background())
@@ -204,7 +183,7 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 	}
 	channel := key(name) + ":wake"
 	var subs int64
-	eventually(t, "the waiters to subscribe", func() bool {
+	locktest.Eventually(t, "the waiters to subscribe", func() bool {
 		v, err := rc.Do(context.Background(), rc.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
 		require.NoError(t, err)
 		subs = v[channel]
@@ -219,11 +198,11 @@ func TestWaiterAcquiresAfterPubSubConnectionKilled(t *testing.T) {
 	srv := redistest.New(t)
 	admin := srv.Client(t)
 	name := t.Name()
-	holderClient := newClient(t, srv.Client(t))
+	holderClient := locktest.Client(t, srv.Client(t))
 	holder, err := mutex.New(holderClient, name).Lock(context.Background())
 	require.NoError(t, err)
 
-	waiter := newClient(t, srv.Client(t))
+	waiter := locktest.Client(t, srv.Client(t))
 	got := make(chan error, 1)
 	go func() {
 		lease, err := mutex.New(waiter, name).Lock(context.Background())
@@ -233,7 +212,7 @@ func TestWaiterAcquiresAfterPubSubConnectionKilled(t *testing.T) {
 		got <- err
 	}()
 	channel := key(name) + ":wake"
-	eventually(t, "the waiter to subscribe", func() bool {
+	locktest.Eventually(t, "the waiter to subscribe", func() bool {
 		v, _ := admin.Do(context.Background(), admin.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
 		return v[channel] == 1
 	})
@@ -249,7 +228,7 @@ func TestWaiterAcquiresAfterPubSubConnectionKilled(t *testing.T) {
 
 func TestIsLockedAndForceUnlock(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc, relock.WithWatchdogTimeout(300*time.Millisecond))
+	c := locktest.Client(t, rc, relock.WithWatchdogTimeout(300*time.Millisecond))
 	m := mutex.New(c, t.Name())
 	ctx := context.Background()
 
@@ -280,7 +259,7 @@ func TestIsLockedAndForceUnlock(t *testing.T) {
 
 func TestUnlockTwice(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	lease, err := mutex.New(c, t.Name()).Lock(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, lease.Unlock())
@@ -294,7 +273,7 @@ func TestUnlockTwice(t *testing.T) {
 func TestWatchdogKeepsLeaseAlive(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	const timeout = 200 * time.Millisecond
-	c := newClient(t, rc, relock.WithWatchdogTimeout(timeout))
+	c := locktest.Client(t, rc, relock.WithWatchdogTimeout(timeout))
 	m := mutex.New(c, t.Name())
 	lease, err := m.Lock(context.Background())
 	require.NoError(t, err)
@@ -317,7 +296,7 @@ func TestWatchdogKeepsLeaseAlive(t *testing.T) {
 
 func TestFixedLeaseExpires(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	const lease = 300 * time.Millisecond
 	m := mutex.New(c, t.Name(), relock.WithLease(lease))
 	before := time.Now()
@@ -333,7 +312,7 @@ func TestFixedLeaseExpires(t *testing.T) {
 	}
 	assert.ErrorIs(t, context.Cause(l.Context()), relock.ErrLockLost)
 	assert.False(t, time.Now().Before(l.ValidUntil()), "the lease ends at its validity, not before")
-	eventually(t, "the key to expire", func() bool {
+	locktest.Eventually(t, "the key to expire", func() bool {
 		n, err := rc.Do(context.Background(), rc.B().Exists().Key(key(t.Name())).Build()).AsInt64()
 		return err == nil && n == 0
 	})
@@ -349,7 +328,7 @@ func TestFixedLeaseExpires(t *testing.T) {
 func TestTokensSurviveRestartWithoutPersistence(t *testing.T) {
 	srv := redistest.New(t)
 	rc := srv.Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	m := mutex.New(c, t.Name())
 	ctx := context.Background()
 
@@ -374,7 +353,7 @@ func TestTokensSurviveRestartWithoutPersistence(t *testing.T) {
 func TestRedisDown(t *testing.T) {
 	srv := redistest.New(t)
 	rc := srv.Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	m := mutex.New(c, t.Name())
 	srv.Stop(t)
 

@@ -8,25 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/reentrant"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
-
-func newClient(t *testing.T, rc rueidis.Client, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(rc, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 func holdCount(t *testing.T, m *reentrant.Mutex, ctx context.Context) int {
 	t.Helper()
@@ -37,8 +29,8 @@ func holdCount(t *testing.T, m *reentrant.Mutex, ctx context.Context) int {
 
 func TestNestedCallChain(t *testing.T) {
 	srv := redistest.Shared(t)
-	c := newClient(t, srv.Client(t))
-	other := reentrant.New(newClient(t, srv.Client(t)), t.Name())
+	c := locktest.Client(t, srv.Client(t))
+	other := reentrant.New(locktest.Client(t, srv.Client(t)), t.Name())
 	m := reentrant.New(c, t.Name())
 	ctx := context.Background()
 
@@ -86,7 +78,7 @@ func TestNestedCallChain(t *testing.T) {
 
 func TestReentryRoundTripAndLeaseRefresh(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	const lease = 2 * time.Second
 	m := reentrant.New(c, t.Name(), relock.WithLease(lease))
 	outer, err := m.Lock(context.Background())
@@ -108,7 +100,7 @@ func TestReentryRoundTripAndLeaseRefresh(t *testing.T) {
 }
 
 func TestUnlockOutOfOrder(t *testing.T) {
-	c := newClient(t, redistest.Shared(t).Client(t))
+	c := locktest.Client(t, redistest.Shared(t).Client(t))
 	m := reentrant.New(c, t.Name())
 	outer, err := m.Lock(context.Background())
 	require.NoError(t, err)
@@ -125,7 +117,7 @@ func TestUnlockOutOfOrder(t *testing.T) {
 
 func TestRetriedReleaseCountsOnce(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	m := reentrant.New(c, t.Name())
 	l1, err := m.Lock(context.Background())
 	require.NoError(t, err)
@@ -163,7 +155,7 @@ func TestRetriedReleaseCountsOnce(t *testing.T) {
 
 func TestIndependentChainsExclude(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
-	c := newClient(t, rc)
+	c := locktest.Client(t, rc)
 	m := reentrant.New(c, t.Name())
 	var (
 		inside atomic.Int32
@@ -204,7 +196,7 @@ func TestIndependentChainsExclude(t *testing.T) {
 }
 
 func TestLostLeaseEndsEveryNestedLease(t *testing.T) {
-	c := newClient(t, redistest.Shared(t).Client(t), relock.WithWatchdogTimeout(300*time.Millisecond))
+	c := locktest.Client(t, redistest.Shared(t).Client(t), relock.WithWatchdogTimeout(300*time.Millisecond))
 	m := reentrant.New(c, t.Name())
 	l1, err := m.Lock(context.Background())
 	require.NoError(t, err)

@@ -7,40 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/rwlock"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-func newClient(t *testing.T, rc rueidis.Client, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(rc, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func TestReadersShareWritersExclude(t *testing.T) {
 	srv := redistest.Shared(t)
-	m := rwlock.New(newClient(t, srv.Client(t)), t.Name())
-	other := rwlock.New(newClient(t, srv.Client(t)), t.Name())
+	m := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name())
+	other := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name())
 	ctx := context.Background()
 
 	r1, err := m.RLock(ctx)
@@ -66,21 +47,21 @@ func TestReadersShareWritersExclude(t *testing.T) {
 
 func TestWaitingWriterHoldsBackNewReadersNotReentrantOnes(t *testing.T) {
 	srv := redistest.Shared(t)
-	m := rwlock.New(newClient(t, srv.Client(t)), t.Name())
+	m := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name())
 	ctx := context.Background()
 	reader, err := m.RLock(ctx)
 	require.NoError(t, err)
 
 	writer := make(chan *relock.Lease, 1)
 	go func() {
-		w, err := rwlock.New(newClient(t, srv.Client(t)), t.Name()).Lock(ctx)
+		w, err := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name()).Lock(ctx)
 		if err != nil {
 			t.Error(err)
 		}
 		writer <- w
 	}()
 	rc := srv.Client(t)
-	eventually(t, "the writer to wait", func() bool {
+	locktest.Eventually(t, "the writer to wait", func() bool {
 		n, err := rc.Do(ctx, rc.B().Zcard().Key("relock:{"+t.Name()+"}:waiters").Build()).AsInt64()
 		return err == nil && n == 1
 	})
@@ -97,8 +78,8 @@ func TestWaitingWriterHoldsBackNewReadersNotReentrantOnes(t *testing.T) {
 
 func TestDowngradeAndUpgrade(t *testing.T) {
 	srv := redistest.Shared(t)
-	m := rwlock.New(newClient(t, srv.Client(t)), t.Name())
-	other := rwlock.New(newClient(t, srv.Client(t)), t.Name())
+	m := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name())
+	other := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name())
 	ctx := context.Background()
 
 	w, err := m.Lock(ctx)
@@ -135,7 +116,7 @@ func TestDowngradeAndUpgrade(t *testing.T) {
 }
 
 func TestWriterReentry(t *testing.T) {
-	m := rwlock.New(newClient(t, redistest.Shared(t).Client(t)), t.Name())
+	m := rwlock.New(locktest.Client(t, redistest.Shared(t).Client(t)), t.Name())
 	w, err := m.Lock(context.Background())
 	require.NoError(t, err)
 	inner, err := m.Lock(w.Context())
@@ -151,7 +132,7 @@ func TestWriterReentry(t *testing.T) {
 
 func TestInvariantsAndReaderOverlap(t *testing.T) {
 	srv := redistest.Shared(t)
-	clients := []*relock.Client{newClient(t, srv.Client(t)), newClient(t, srv.Client(t))}
+	clients := []*relock.Client{locktest.Client(t, srv.Client(t)), locktest.Client(t, srv.Client(t))}
 	name := t.Name()
 	var (
 		readers, writers atomic.Int32
@@ -206,7 +187,7 @@ func TestInvariantsAndReaderOverlap(t *testing.T) {
 
 func TestLostReadLease(t *testing.T) {
 	srv := redistest.Shared(t)
-	c := newClient(t, srv.Client(t), relock.WithWatchdogTimeout(300*time.Millisecond))
+	c := locktest.Client(t, srv.Client(t), relock.WithWatchdogTimeout(300*time.Millisecond))
 	m := rwlock.New(c, t.Name())
 	r, err := m.RLock(context.Background())
 	require.NoError(t, err)
@@ -222,7 +203,7 @@ func TestLostReadLease(t *testing.T) {
 }
 
 func TestLockers(t *testing.T) {
-	m := rwlock.New(newClient(t, redistest.Shared(t).Client(t)), t.Name())
+	m := rwlock.New(locktest.Client(t, redistest.Shared(t).Client(t)), t.Name())
 	r, err := m.RLocker().Lock(context.Background())
 	require.NoError(t, err)
 	r2, err := m.RLocker().TryLock(context.Background())
