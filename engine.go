@@ -317,7 +317,7 @@ func (w *waiter) waited(sent time.Time) {
 		return
 	}
 	// First wait, or the place was lost (purged) and the attempt took a new one.
-	w.entry = watchdog.NewCallEntry(b.heartbeatCall(w.owner), b.waiterTimeout, true, sent, func(error) {})
+	w.entry = watchdog.NewEntry(b.heartbeatCall(w.owner), b.waiterTimeout, true, sent, func(error) {})
 	b.c.wd.Add(w.entry)
 }
 
@@ -389,7 +389,7 @@ func (b *binding) abandon(owner string, depth int) {
 func (b *binding) grant(ctx context.Context, owner string, token int64, sent time.Time) (*Lease, error) {
 	h := &hold{b: b, owner: owner, token: token, depth: 1}
 	h.ctx, h.end = context.WithCancelCause(context.Background())
-	h.entry = watchdog.NewCallEntry(b.renewCall(owner), b.lease, !b.fixed, sent, func(why error) {
+	h.entry = watchdog.NewEntry(b.renewCall(owner), b.lease, !b.fixed, sent, func(why error) {
 		b.c.forget(h)
 		h.end(b.errorf(ErrLockLost, "%v", why))
 	})

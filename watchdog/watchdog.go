@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -34,7 +33,7 @@ type Entry struct {
 	call  luascripts.Call // the renewal; returns 1 when renewed, 0 when not held
 	lease time.Duration
 	renew bool
-	lost  func(error) // called at most once, from the watchdog; never after Remove returned
+	lost  func(error) // called at most once, from the watchdog; never after Remove returned true
 
 	// Guarded by Watchdog.mu.
 	validUntil time.Time
@@ -44,24 +43,13 @@ type Entry struct {
 	w          *Watchdog
 }
 
-// NewEntry returns the lease of owner on lock key, renewed with
-// luascripts.Renew. See NewCallEntry.
-func NewEntry(key, owner string, lease time.Duration, renew bool, confirmed time.Time, lost func(cause error)) *Entry {
-	call := luascripts.Call{
-		Script: luascripts.Renew,
-		Keys:   []string{key},
-		Args:   []string{owner, strconv.FormatInt(lease.Milliseconds(), 10)},
-	}
-	return NewCallEntry(call, lease, renew, confirmed, lost)
-}
-
-// NewCallEntry returns a lease confirmed at confirmed (when the command that
+// NewEntry returns a lease confirmed at confirmed (when the command that
 // took it was sent), lasting lease. With renew set the watchdog renews it
 // every lease/3 with renewal, which must return 1 when renewed and 0 when
 // the lease is not held any more; otherwise the watchdog only ends it at its
 // validity. lost is called with ErrTaken or ErrExpired when the lease is
 // lost; it must not block.
-func NewCallEntry(renewal luascripts.Call, lease time.Duration, renew bool, confirmed time.Time, lost func(cause error)) *Entry {
+func NewEntry(renewal luascripts.Call, lease time.Duration, renew bool, confirmed time.Time, lost func(cause error)) *Entry {
 	e := &Entry{call: renewal, lease: lease, renew: renew, lost: lost}
 	e.confirm(confirmed)
 	return e
@@ -145,8 +133,9 @@ func (w *Watchdog) Confirm(e *Entry, t time.Time) bool {
 }
 
 // Remove stops keeping e and reports whether it was live: not lost and not
-// removed before. Once Remove returns, e's lost callback is not called: a
-// renewal in flight is ignored.
+// removed before. Once Remove returned true, e's lost callback is not called
+// (a renewal in flight is ignored); when it returns false, the callback has
+// been or will be called, unless Close ended e.
 func (w *Watchdog) Remove(e *Entry) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -1,0 +1,354 @@
+package wake_test
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/internal/wake"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+const (
+	patience = 20 * time.Second     // how long a test waits for what must happen
+	poll     = 5 * time.Millisecond // how often it looks
+)
+
+// counting is a rueidis.Client that counts the subscriptions started
+// (Receive calls) and those still running.
+type counting struct {
+	rueidis.Client
+	started, running atomic.Int64
+}
+
+func (c *counting) Receive(ctx context.Context, subscribe rueidis.Completed, fn func(rueidis.PubSubMessage)) error {
+	c.started.Add(1)
+	c.running.Add(1)
+	defer c.running.Add(-1)
+	return c.Client.Receive(ctx, subscribe, fn)
+}
+
+// newHub returns a Hub on a new client of srv, closed at cleanup, and the
+// client's counts.
+func newHub(t *testing.T, srv *redistest.Server) (*wake.Hub, *counting) {
+	t.Helper()
+	rc := &counting{Client: srv.Client(t)}
+	h := wake.NewHub(rc, false, slog.New(slog.DiscardHandler))
+	t.Cleanup(h.Close)
+	return h, rc
+}
+
+// channelOf returns a channel name unique to the test.
+func channelOf(t *testing.T, suffix string) string { return "wake:{" + t.Name() + "}" + suffix }
+
+// eventually waits for cond, failing the test after a generous deadline.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", patience, what)
+		}
+		<-tick.C
+	}
+}
+
+// fired waits until next is closed, failing the test after a generous
+// deadline.
+func fired(t *testing.T, next <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-next:
+	case <-time.After(patience):
+		t.Fatalf("Next did not fire on %s within %v", what, patience)
+	}
+}
+
+// pending fails the test if next is already closed.
+func pending(t *testing.T, next <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-next:
+		t.Fatal("Next is closed with no wake-up since it was taken")
+	default:
+	}
+}
+
+func do(t *testing.T, rc rueidis.Client, cmd rueidis.Completed) rueidis.RedisResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	r := rc.Do(ctx, cmd)
+	require.NoError(t, r.Error())
+	return r
+}
+
+// numsub returns the number of subscribers of channel.
+func numsub(t *testing.T, rc rueidis.Client, channel string) int64 {
+	t.Helper()
+	m, err := do(t, rc, rc.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
+	require.NoError(t, err)
+	return m[channel]
+}
+
+func numsubIs(t *testing.T, rc rueidis.Client, channel string, want int64) {
+	t.Helper()
+	eventually(t, channel+" to have "+strconv.FormatInt(want, 10)+" subscribers", func() bool {
+		return numsub(t, rc, channel) == want
+	})
+}
+
+// publish publishes payload on channel and returns how many subscribers
+// got it. An empty payload wakes every waiter; an owner id, that owner's.
+func publish(t *testing.T, rc rueidis.Client, channel, payload string) int64 {
+	t.Helper()
+	n, err := do(t, rc, rc.B().Publish().Channel(channel).Message(payload).Build()).AsInt64()
+	require.NoError(t, err)
+	return n
+}
+
+// barrier returns once every wake-up for all that was on its way to s,
+// including the subscription confirmation that may follow Join, has been
+// delivered. It publishes a wake-up naming a barrier owner until one wakes
+// that owner alone: the confirmation precedes every message on the
+// subscribed connection, so it was delivered by then. A late barrier
+// message wakes nobody else.
+func barrier(t *testing.T, s *wake.Sub, rc rueidis.Client, channel string) {
+	t.Helper()
+	const owner = "barrier"
+	defer s.Forget(owner)
+	for {
+		all, mine := s.Next(), s.NextFor(owner)
+		require.Equal(t, int64(1), publish(t, rc, channel, owner), "the channel has no subscriber")
+		fired(t, mine, "a wake-up naming "+owner)
+		select {
+		case <-all: // a wake-up for all came in between: again
+		default:
+			return
+		}
+	}
+}
+
+// TestNextFires holds the subscription confirmation back (Redis is frozen
+// while the waiter joins and takes Next), so that the first Next can only
+// fire on it; then each publish fires Next once more.
+func TestNextFires(t *testing.T) {
+	srv := redistest.New(t)
+	admin := srv.Client(t)
+	h, rc := newHub(t, srv)
+	t.Cleanup(func() { srv.Resume(t) })
+	ch := channelOf(t, "")
+
+	srv.Pause(t)
+	s := h.Join(ch)
+	defer s.Leave()
+	next := s.Next()
+	eventually(t, "the subscription to start", func() bool { return rc.started.Load() == 1 })
+	pending(t, next)
+	srv.Resume(t)
+	fired(t, next, "the subscription confirmation")
+
+	for i := range 3 {
+		next := s.Next()
+		pending(t, next)
+		require.Equal(t, int64(1), publish(t, admin, ch, ""), "publish %d reached no subscriber", i)
+		fired(t, next, "publish "+strconv.Itoa(i))
+	}
+	assert.Equal(t, int64(1), rc.started.Load(), "subscriptions started")
+}
+
+// TestNamedWakeUps checks the wake-ups that name an owner: they wake only
+// that owner's NextFor, while an empty payload wakes everyone.
+func TestNamedWakeUps(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, _ := newHub(t, srv)
+	ch := channelOf(t, "")
+
+	s := h.Join(ch)
+	defer s.Leave()
+	numsubIs(t, admin, ch, 1)
+	barrier(t, s, admin, ch)
+
+	a, b, all := s.NextFor("a"), s.NextFor("b"), s.Next()
+	require.Equal(t, int64(1), publish(t, admin, ch, "a"))
+	fired(t, a, "a wake-up naming a")
+	pending(t, b)
+	pending(t, all)
+
+	// A wake-up naming nobody waiting wakes nobody.
+	c := s.NextFor("c")
+	require.Equal(t, int64(1), publish(t, admin, ch, "nobody"))
+	require.Equal(t, int64(1), publish(t, admin, ch, "c"))
+	fired(t, c, "a wake-up naming c")
+	pending(t, b)
+	pending(t, all)
+
+	// A forgotten owner is not woken, even by a wake-up for all.
+	x := s.NextFor("x")
+	s.Forget("x")
+	require.Equal(t, int64(1), publish(t, admin, ch, "x"))
+	a = s.NextFor("a")
+	require.Equal(t, int64(1), publish(t, admin, ch, ""))
+	fired(t, all, "a wake-up for all")
+	fired(t, a, "a wake-up for all (a named waiter)")
+	fired(t, b, "a wake-up for all (a named waiter)")
+	pending(t, x)
+	s.Forget("a")
+	s.Forget("b")
+}
+
+func TestJoinsShareOneSubscription(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, rc := newHub(t, srv)
+	ch := channelOf(t, "")
+
+	subs := make([]*wake.Sub, 5)
+	for i := range subs {
+		subs[i] = h.Join(ch)
+		assert.Same(t, subs[0], subs[i], "join %d got a subscription of its own", i)
+	}
+	numsubIs(t, admin, ch, 1)
+	assert.Equal(t, int64(1), rc.started.Load(), "5 joins started more than one subscription")
+	next := subs[4].Next()
+	require.Equal(t, int64(1), publish(t, admin, ch, ""))
+	fired(t, next, "a publish")
+
+	// All but one leave: the subscription stays.
+	for _, s := range subs[1:] {
+		s.Leave()
+	}
+	again := h.Join(ch)
+	assert.Same(t, subs[0], again, "a join after some waiters left got a new subscription")
+	again.Leave()
+	assert.Equal(t, int64(1), rc.started.Load(), "waiters leaving a shared subscription restarted it")
+	next = subs[0].Next()
+	require.Equal(t, int64(1), publish(t, admin, ch, ""), "the subscription ended while a waiter is joined")
+	fired(t, next, "a publish after the others left")
+
+	// The last one leaves: it ends.
+	subs[0].Leave()
+	numsubIs(t, admin, ch, 0)
+	eventually(t, "the subscription to return", func() bool { return rc.running.Load() == 0 })
+
+	// Joining again subscribes again.
+	s := h.Join(ch)
+	defer s.Leave()
+	assert.NotSame(t, subs[0], s, "a join after the last leave got the ended subscription")
+	numsubIs(t, admin, ch, 1)
+	assert.Equal(t, int64(2), rc.started.Load(), "subscriptions started")
+	next = s.Next()
+	require.Equal(t, int64(1), publish(t, admin, ch, ""))
+	fired(t, next, "a publish after joining again")
+}
+
+// TestChurn leaves and joins again at once, over and over, so that each new
+// subscription starts while earlier ones may still be unsubscribing.
+func TestChurn(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, rc := newHub(t, srv)
+	ch := channelOf(t, "")
+
+	s := h.Join(ch)
+	numsubIs(t, admin, ch, 1)
+	for range 50 {
+		s.Leave()
+		s = h.Join(ch)
+	}
+	numsubIs(t, admin, ch, 1)
+	// An UNSUBSCRIBE of an earlier subscription may still land after the
+	// last SUBSCRIBE; the Hub then subscribes again, and a message published
+	// in between is lost (pub/sub is at most once). So publish until one
+	// reaches the subscriber, then it must wake the waiter.
+	eventually(t, "a publish to reach the waiter after the churn", func() bool {
+		next := s.Next()
+		if publish(t, admin, ch, "") == 0 {
+			return false
+		}
+		fired(t, next, "a publish after the churn")
+		return true
+	})
+	numsubIs(t, admin, ch, 1)
+	t.Logf("%d subscriptions started for 51 joins", rc.started.Load())
+
+	s.Leave()
+	numsubIs(t, admin, ch, 0)
+	eventually(t, "every subscription to return", func() bool { return rc.running.Load() == 0 })
+	assert.Zero(t, numsub(t, admin, ch), "the channel is subscribed again after the last waiter left")
+}
+
+// TestResubscribeAfterKill kills the subscribed connection from another
+// client: the client reconnects and subscribes again, which fires Next.
+func TestResubscribeAfterKill(t *testing.T) {
+	srv := redistest.New(t)
+	admin := srv.Client(t)
+	h, _ := newHub(t, srv)
+	ch := channelOf(t, "")
+
+	s := h.Join(ch)
+	defer s.Leave()
+	numsubIs(t, admin, ch, 1)
+	barrier(t, s, admin, ch)
+
+	next := s.Next()
+	named := s.NextFor("waiter")
+	defer s.Forget("waiter")
+	killed, err := do(t, admin, admin.B().ClientKill().TypePubsub().Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), killed, "CLIENT KILL TYPE pubsub killed no connection")
+	fired(t, next, "the resubscription")
+	fired(t, named, "the resubscription (a named waiter)")
+
+	numsubIs(t, admin, ch, 1)
+	next = s.Next()
+	require.Equal(t, int64(1), publish(t, admin, ch, ""))
+	fired(t, next, "a publish after the resubscription")
+}
+
+func TestClose(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, rc := newHub(t, srv)
+	a, b := channelOf(t, ":a"), channelOf(t, ":b")
+
+	sa, sb := h.Join(a), h.Join(b)
+	sb2 := h.Join(b)
+	numsubIs(t, admin, a, 1)
+	numsubIs(t, admin, b, 1)
+
+	h.Close()
+	assert.Zero(t, rc.running.Load(), "a subscription still runs after Close")
+	assert.Zero(t, numsub(t, admin, a), "Close returned with channel a subscribed")
+	assert.Zero(t, numsub(t, admin, b), "Close returned with channel b subscribed")
+	h.Close()
+
+	// Waiters still joined leave safely.
+	sa.Leave()
+	sb.Leave()
+	sb2.Leave()
+
+	// A join after Close subscribes nothing; leaving it is safe.
+	started := rc.started.Load()
+	s := h.Join(a)
+	require.NotNil(t, s)
+	next := s.Next()
+	assert.Zero(t, publish(t, admin, a, ""), "a join after Close subscribed")
+	pending(t, next)
+	s.Leave()
+	assert.Equal(t, started, rc.started.Load(), "a join after Close started a subscription")
+	assert.Zero(t, numsub(t, admin, a))
+	h.Close()
+}
