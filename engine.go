@@ -201,8 +201,8 @@ func isRedisErr(err error) bool {
 
 // Acquire is the engine's acquire loop, shared by every kind. The
 // uncontended path is one round trip. A waiter that failed once joins the
-// lock's wake-up subscription, waits for it to be confirmed, and retries
-// after each wake-up, each expiry of what blocks it, or maxWait, whichever
+// lock's wake-up subscription, tries again at once, and then retries after
+// each wake-up, each expiry of what blocks it, or maxWait, whichever
 // comes first, until ctx ends. A kind whose waiters leave a trace in Redis
 // (a queue) has their places kept by the watchdog's heartbeats and
 // withdrawn when they stop waiting. Lock (not TryLock) waits out network
@@ -254,8 +254,13 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		}
 		backoff = 10 * time.Millisecond
 		w.waited(sent)
-		if next == nil {
-			next = w.join() // fires when the subscription is confirmed
+		if w.sub == nil {
+			// Subscribe, then try again at once: a release between the
+			// attempt and the subscription published to nobody. The next
+			// attempt's signal fires on the subscription's confirmation if
+			// it is new, or on the next message if it was already live.
+			w.join()
+			continue
 		}
 		d := maxWait
 		switch {
@@ -300,9 +305,8 @@ func (w *waiter) next() <-chan struct{} {
 	}
 }
 
-func (w *waiter) join() <-chan struct{} {
+func (w *waiter) join() {
 	w.sub = w.b.c.hub.Join(w.b.keys.Wake)
-	return w.next()
 }
 
 // waited records a failed attempt sent at sent, which queued the owner if
