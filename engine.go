@@ -295,14 +295,10 @@ type waiter struct {
 // next returns the wake-up signal to wait for after the coming attempt, or
 // nil before the waiter joined the subscription.
 func (w *waiter) next() <-chan struct{} {
-	switch {
-	case w.sub == nil:
+	if w.sub == nil {
 		return nil
-	case w.b.spec.Targeted:
-		return w.sub.NextFor(w.owner)
-	default:
-		return w.sub.Next()
 	}
+	return w.sub.NextFor(w.owner)
 }
 
 func (w *waiter) join() {

@@ -43,7 +43,6 @@ var spec = kind.Spec{
 	Release:   luascripts.FairRelease,
 	Renew:     luascripts.Renew,
 	Heartbeat: luascripts.WaiterHeartbeat,
-	Targeted:  true,
 }
 
 // Mutex is a first-come-first-served distributed lock that its holder's

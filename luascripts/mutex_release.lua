@@ -9,11 +9,15 @@
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[4]  hold depth being ended: ignored, a mutex is held once
 --
+-- The wake-up's payload "one" asks each client to wake only its longest
+-- waiter: only one waiter can take the lock, so waking all would only make
+-- them race.
+--
 -- Returns 1 when released, 0 when the lock was not held by this owner (it
 -- expired, was force-unlocked, or another owner holds it now).
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], ARGV[2], '')
+redis.call(ARGV[3], ARGV[2], 'one')
 return 1

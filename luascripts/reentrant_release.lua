@@ -13,6 +13,10 @@
 -- The caller names the count it ends: a call retried after a lost reply
 -- sets the same count again instead of counting down twice.
 --
+-- The wake-up's payload "one" asks each client to wake only its longest
+-- waiter: only one waiter can take the lock, so waking all would only make
+-- them race.
+--
 -- Returns 1 when released, 0 when the owner does not hold the lock.
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
@@ -23,5 +27,5 @@ if depth > 1 then
   return 1
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], ARGV[2], '')
+redis.call(ARGV[3], ARGV[2], 'one')
 return 1

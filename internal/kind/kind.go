@@ -69,9 +69,6 @@ type Spec struct {
 	// Heartbeat keeps a waiter's place; nil for a kind whose waiters leave
 	// no trace in Redis. The watchdog batches it, every waiter timeout / 3.
 	Heartbeat *rueidis.Lua
-	// Targeted reports that the kind's wake-ups name the one owner they are
-	// for; otherwise every waiter retries on each wake-up.
-	Targeted bool
 }
 
 // Keys are the Redis names of one lock. They share the hash tag {name}, so a

@@ -1,11 +1,14 @@
 // Package wake shares lock wake-up subscriptions among waiters: one Redis
 // subscription per channel per Hub, however many waiters wait on it.
 //
-// A waiter joins a channel, then, before each attempt to acquire, takes the
-// Next (or NextFor) signal; if the attempt fails it waits for that signal
-// (or a timer, or its ctx). A message with an empty payload wakes every
-// waiter; one whose payload is an owner id wakes only that owner's waiter
-// (the fair lock hands over to its first waiter). Every subscription
+// A waiter joins a channel, then, before each attempt to acquire, takes its
+// NextFor signal; if the attempt fails it waits for that signal (or a
+// timer, or its ctx). A message with an empty payload wakes every waiter
+// (a read-write lock's readers may all enter); WakeOne wakes the waiter of
+// this Hub that has waited longest (a mutex can go to one waiter only, so
+// waking all would only make them race), and one whose payload is an owner
+// id wakes only that owner's waiter (the fair lock hands over to its first
+// waiter). Every subscription
 // confirmation, including the resubscription rueidis makes after a
 // reconnect, wakes every waiter, so a message published while the
 // connection was down is made up for by a retry. Waiters still bound their sleep by a timer: pub/sub
@@ -49,18 +52,25 @@ func NewHub(rc rueidis.Client, sharded bool, log *slog.Logger) *Hub {
 type Sub struct {
 	h       *Hub
 	channel string
-	refs    int                      // guarded by h.mu: waiters that joined and did not leave
-	stopped bool                     // guarded by h.mu: the last waiter left; unsubscribing
-	stop    func()                   // ends the subscription; called with h.mu held
-	done    chan struct{}            // closed when the subscription's goroutine returned
-	mu      sync.Mutex               // guards next and targets
-	next    chan struct{}            // closed and replaced on every wake-up for all
-	targets map[string]chan struct{} // per waiting owner: closed on a wake-up naming it or one for all
+	refs    int                // guarded by h.mu: waiters that joined and did not leave
+	stopped bool               // guarded by h.mu: the last waiter left; unsubscribing
+	stop    func()             // ends the subscription; called with h.mu held
+	done    chan struct{}      // closed when the subscription's goroutine returned
+	mu      sync.Mutex         // guards the fields below
+	targets map[string]*target // per waiting owner
+	seq     uint64             // orders targets by when their owner started waiting or was last woken alone
+}
+
+// target is one waiting owner's signal.
+type target struct {
+	ch    chan struct{} // closed by a wake-up for this owner
+	seq   uint64
+	woken bool // closed by a wake-up for one waiter, and not taken up since
 }
 
 // Join returns the subscription to channel, starting it if this is its first
 // waiter. The caller must call Leave when it stops waiting. After Close, Join
-// returns a subscription whose Next never fires on a message.
+// returns a subscription whose signals never fire on a message.
 func (h *Hub) Join(channel string) *Sub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -69,7 +79,7 @@ func (h *Hub) Join(channel string) *Sub {
 		prev.refs++
 		return prev
 	}
-	s := &Sub{h: h, channel: channel, refs: 1, done: make(chan struct{}), next: make(chan struct{}), targets: map[string]chan struct{}{}}
+	s := &Sub{h: h, channel: channel, refs: 1, done: make(chan struct{}), targets: map[string]*target{}}
 	if h.closed {
 		s.stop = func() {}
 		close(s.done)
@@ -85,54 +95,95 @@ func (h *Hub) Join(channel string) *Sub {
 	return s
 }
 
-// Next returns a channel closed on the next wake-up for all: a message
-// with an empty payload, or a (re)subscription. Take it before the attempt
-// it should follow, so that a wake-up between the attempt and the wait is
-// not missed.
-func (s *Sub) Next() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.next
-}
+// WakeOne is the payload of a wake-up for one waiter per Hub: the one that
+// has waited longest. Lock kinds only one waiter can take publish it.
+const WakeOne = "one"
 
-// NextFor is Next for a waiter that wake-ups may name: the channel is also
-// closed by a message whose payload is owner. The waiter must Forget owner
-// when it stops waiting.
+// NextFor returns the channel that owner's waiter waits on after its coming
+// attempt: closed on the next wake-up for all (an empty payload, or a
+// (re)subscription), for owner by name, or for one waiter when owner has
+// waited longest. Take it before the attempt it should follow, so that a
+// wake-up between the attempt and the wait is not missed. The waiter must
+// Forget owner when it stops waiting.
 func (s *Sub) NextFor(owner string) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch := s.targets[owner]
-	if ch == nil {
-		ch = make(chan struct{})
-		s.targets[owner] = ch
+	t := s.targets[owner]
+	if t == nil {
+		s.seq++
+		t = &target{ch: make(chan struct{}), seq: s.seq}
+		s.targets[owner] = t
 	}
-	return ch
+	select {
+	case <-t.ch: // fired: this is a new attempt
+		t.ch = make(chan struct{})
+		t.woken = false
+	default:
+	}
+	return t.ch
 }
 
-// Forget drops owner's NextFor channel.
+// Forget drops owner's signal. If a wake-up for one waiter went to owner and
+// owner left without acting on it, it passes to the next waiter.
 func (s *Sub) Forget(owner string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.targets[owner]
 	delete(s.targets, owner)
-	s.mu.Unlock()
+	if t != nil && t.woken {
+		s.wakeOne()
+	}
 }
 
-// wake delivers a wake-up: for owner only, or for all when owner is "".
-func (s *Sub) wake(owner string) {
+// wake delivers a wake-up whose payload is "" (for all), WakeOne, or an
+// owner id.
+func (s *Sub) wake(payload string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if owner != "" {
-		if ch := s.targets[owner]; ch != nil {
-			close(ch)
-			delete(s.targets, owner)
+	switch payload {
+	case "":
+		for _, t := range s.targets {
+			t.fire()
 		}
-		return
+	case WakeOne:
+		s.wakeOne()
+	default:
+		if t := s.targets[payload]; t != nil {
+			t.fire()
+		}
 	}
-	close(s.next)
-	s.next = make(chan struct{})
-	for _, ch := range s.targets {
-		close(ch)
+}
+
+// wakeOne fires the signal of the armed owner that has waited longest
+// since it was last woken this way. Called with s.mu held.
+func (s *Sub) wakeOne() {
+	var first *target
+	for _, t := range s.targets {
+		if t.armed() && (first == nil || t.seq < first.seq) {
+			first = t
+		}
 	}
-	clear(s.targets)
+	if first != nil {
+		first.fire()
+		first.woken = true
+		s.seq++
+		first.seq = s.seq // to the back: the next such wake-up goes to another
+	}
+}
+
+func (t *target) armed() bool {
+	select {
+	case <-t.ch:
+		return false
+	default:
+		return true
+	}
+}
+
+func (t *target) fire() {
+	if t.armed() {
+		close(t.ch)
+	}
 }
 
 // Leave ends this waiter's use of the subscription; the last waiter to leave

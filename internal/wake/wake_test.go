@@ -129,7 +129,7 @@ func barrier(t *testing.T, s *wake.Sub, rc rueidis.Client, channel string) {
 	const owner = "barrier"
 	defer s.Forget(owner)
 	for {
-		all, mine := s.Next(), s.NextFor(owner)
+		all, mine := s.NextFor("waiter"), s.NextFor(owner)
 		require.Equal(t, int64(1), publish(t, rc, channel, owner), "the channel has no subscriber")
 		fired(t, mine, "a wake-up naming "+owner)
 		select {
@@ -153,14 +153,14 @@ func TestNextFires(t *testing.T) {
 	srv.Pause(t)
 	s := h.Join(ch)
 	defer s.Leave()
-	next := s.Next()
+	next := s.NextFor("waiter")
 	eventually(t, "the subscription to start", func() bool { return rc.started.Load() == 1 })
 	pending(t, next)
 	srv.Resume(t)
 	fired(t, next, "the subscription confirmation")
 
 	for i := range 3 {
-		next := s.Next()
+		next := s.NextFor("waiter")
 		pending(t, next)
 		require.Equal(t, int64(1), publish(t, admin, ch, ""), "publish %d reached no subscriber", i)
 		fired(t, next, "publish "+strconv.Itoa(i))
@@ -181,7 +181,7 @@ func TestNamedWakeUps(t *testing.T) {
 	numsubIs(t, admin, ch, 1)
 	barrier(t, s, admin, ch)
 
-	a, b, all := s.NextFor("a"), s.NextFor("b"), s.Next()
+	a, b, all := s.NextFor("a"), s.NextFor("b"), s.NextFor("waiter")
 	require.Equal(t, int64(1), publish(t, admin, ch, "a"))
 	fired(t, a, "a wake-up naming a")
 	pending(t, b)
@@ -222,7 +222,7 @@ func TestJoinsShareOneSubscription(t *testing.T) {
 	}
 	numsubIs(t, admin, ch, 1)
 	assert.Equal(t, int64(1), rc.started.Load(), "5 joins started more than one subscription")
-	next := subs[4].Next()
+	next := subs[4].NextFor("waiter")
 	require.Equal(t, int64(1), publish(t, admin, ch, ""))
 	fired(t, next, "a publish")
 
@@ -234,7 +234,7 @@ func TestJoinsShareOneSubscription(t *testing.T) {
 	assert.Same(t, subs[0], again, "a join after some waiters left got a new subscription")
 	again.Leave()
 	assert.Equal(t, int64(1), rc.started.Load(), "waiters leaving a shared subscription restarted it")
-	next = subs[0].Next()
+	next = subs[0].NextFor("waiter")
 	require.Equal(t, int64(1), publish(t, admin, ch, ""), "the subscription ended while a waiter is joined")
 	fired(t, next, "a publish after the others left")
 
@@ -249,7 +249,7 @@ func TestJoinsShareOneSubscription(t *testing.T) {
 	assert.NotSame(t, subs[0], s, "a join after the last leave got the ended subscription")
 	numsubIs(t, admin, ch, 1)
 	assert.Equal(t, int64(2), rc.started.Load(), "subscriptions started")
-	next = s.Next()
+	next = s.NextFor("waiter")
 	require.Equal(t, int64(1), publish(t, admin, ch, ""))
 	fired(t, next, "a publish after joining again")
 }
@@ -274,7 +274,7 @@ func TestChurn(t *testing.T) {
 	// in between is lost (pub/sub is at most once). So publish until one
 	// reaches the subscriber, then it must wake the waiter.
 	eventually(t, "a publish to reach the waiter after the churn", func() bool {
-		next := s.Next()
+		next := s.NextFor("waiter")
 		if publish(t, admin, ch, "") == 0 {
 			return false
 		}
@@ -303,7 +303,7 @@ func TestResubscribeAfterKill(t *testing.T) {
 	numsubIs(t, admin, ch, 1)
 	barrier(t, s, admin, ch)
 
-	next := s.Next()
+	next := s.NextFor("waiter")
 	named := s.NextFor("waiter")
 	defer s.Forget("waiter")
 	killed, err := do(t, admin, admin.B().ClientKill().TypePubsub().Build()).AsInt64()
@@ -313,7 +313,7 @@ func TestResubscribeAfterKill(t *testing.T) {
 	fired(t, named, "the resubscription (a named waiter)")
 
 	numsubIs(t, admin, ch, 1)
-	next = s.Next()
+	next = s.NextFor("waiter")
 	require.Equal(t, int64(1), publish(t, admin, ch, ""))
 	fired(t, next, "a publish after the resubscription")
 }
@@ -344,11 +344,47 @@ func TestClose(t *testing.T) {
 	started := rc.started.Load()
 	s := h.Join(a)
 	require.NotNil(t, s)
-	next := s.Next()
+	next := s.NextFor("waiter")
 	assert.Zero(t, publish(t, admin, a, ""), "a join after Close subscribed")
 	pending(t, next)
 	s.Leave()
 	assert.Equal(t, started, rc.started.Load(), "a join after Close started a subscription")
 	assert.Zero(t, numsub(t, admin, a))
 	h.Close()
+}
+
+// TestWakeOne: a wake-up for one waiter goes to the longest waiting, then to
+// the next (the woken one goes to the back), and passes on when its waiter
+// leaves without acting on it.
+func TestWakeOne(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, _ := newHub(t, srv)
+	ch := channelOf(t, "")
+	s := h.Join(ch)
+	defer s.Leave()
+	numsubIs(t, admin, ch, 1)
+	barrier(t, s, admin, ch)
+	s.Forget("waiter") // the barrier's: it would be the longest waiting
+
+	a, b, c := s.NextFor("a"), s.NextFor("b"), s.NextFor("c")
+	require.Equal(t, int64(1), publish(t, admin, ch, wake.WakeOne))
+	fired(t, a, "a, the longest waiting")
+	pending(t, b)
+	pending(t, c)
+
+	a = s.NextFor("a") // a tried again and waits: it is now the last
+	require.Equal(t, int64(1), publish(t, admin, ch, wake.WakeOne))
+	fired(t, b, "b, next in line")
+	pending(t, a)
+	pending(t, c)
+
+	s.Forget("b") // b leaves without trying: its wake-up passes on to c
+	fired(t, c, "c, handed b's wake-up")
+	pending(t, a)
+
+	c = s.NextFor("c")
+	s.Forget("c") // c tried since: leaving passes nothing on
+	pending(t, a)
+	s.Forget("a")
 }
