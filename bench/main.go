@@ -1,0 +1,305 @@
+// Command bench measures relock against its peers — go-redsync/redsync,
+// bsm/redislock and rueidis's rueidislock — on one Redis, in one run, and
+// writes a report: report.md, results.json and PNG plots.
+//
+// Usage:
+//
+//	go run . [-redis host:port] [-out dir] [-smoke]
+//
+// With no -redis it starts a redis-server child process on a free port of
+// 127.0.0.1 and stops it at the end, also on Ctrl-C. -smoke runs every
+// scenario for a fraction of a second, to check that the benchmark works
+// (CI runs it); its report goes to a temporary directory unless -out says
+// otherwise. See README.md for the scenarios and how to read the ratios.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+func main() {
+	if spec, ok := os.LookupEnv(childEnv); ok {
+		os.Exit(runChild(spec))
+	}
+	var cfg config
+	flag.StringVar(&cfg.redis, "redis", "", "host:port of the Redis to use; empty: start a redis-server child process on 127.0.0.1")
+	flag.StringVar(&cfg.out, "out", "", "directory for report.md, results.json and the plots (default: results, or a temporary directory with -smoke)")
+	flag.BoolVar(&cfg.smoke, "smoke", false, "run every scenario for a fraction of a second (a check that the benchmark works, not a measurement)")
+	flag.BoolVar(&cfg.rerender, "rerender", false, "measure nothing: write report.md and the plots again from the results.json in -out")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "bench: unexpected arguments:", flag.Args())
+		os.Exit(2)
+	}
+	cfg.command = "cd bench && go run ." + quoteArgs(os.Args[1:])
+	cfg.log = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	run := run
+	if cfg.rerender {
+		run = rerender
+	}
+	out, err := run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "bench: report in %s\n", filepath.Join(out, "report.md"))
+}
+
+// config is what the command line asks for.
+type config struct {
+	redis    string
+	out      string
+	smoke    bool
+	rerender bool
+	command  string    // as the report shows it
+	log      io.Writer // progress lines
+}
+
+// plan is how long and how wide each scenario runs.
+type plan struct {
+	uncontended, distinct, hotKey time.Duration // per row; scenario 1 runs as long as 2
+	distinctGoroutines            int
+	hotKeyProcs, hotKeyWorkers    int // waiters: procs × workers
+	holds                         []time.Duration
+	leases                        int // watchdog scenario
+	idle, settle, window          time.Duration
+	maxSamples                    int // per row, bounds memory
+}
+
+func fullPlan() plan {
+	return plan{
+		uncontended: 3 * time.Second, distinct: 3 * time.Second, hotKey: 5 * time.Second,
+		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16,
+		holds:  []time.Duration{0, time.Millisecond},
+		leases: 10_000, idle: 5 * time.Second, settle: 2 * time.Second, window: time.Minute,
+		maxSamples: 400_000,
+	}
+}
+
+func smokePlan() plan {
+	return plan{
+		uncontended: 180 * time.Millisecond, distinct: 150 * time.Millisecond, hotKey: 250 * time.Millisecond,
+		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16,
+		holds:  []time.Duration{0, time.Millisecond},
+		leases: 500, idle: 300 * time.Millisecond, settle: 1200 * time.Millisecond, window: 1500 * time.Millisecond,
+		maxSamples: 100_000,
+	}
+}
+
+// runner carries what every scenario needs.
+type runner struct {
+	addr  string
+	admin rueidis.Client // INFO snapshots
+	plan  plan
+	space string // prefix of every lock name of this run
+	log   io.Writer
+}
+
+// key returns a lock name of this run.
+func (r *runner) key(parts ...string) string {
+	return r.space + ":" + strings.Join(parts, ":")
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.log, format+"\n", args...)
+}
+
+// run measures everything, writes the report and returns its directory.
+func run(ctx context.Context, cfg config) (string, error) {
+	started := time.Now()
+	out := cfg.out
+	switch {
+	case out == "" && cfg.smoke:
+		dir, err := os.MkdirTemp("", "relock-bench-smoke-")
+		if err != nil {
+			return "", err
+		}
+		out = dir
+	case out == "":
+		out = "results"
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	p := fullPlan()
+	if cfg.smoke {
+		p = smokePlan()
+	}
+	res := &Results{Meta: Meta{Date: started.UTC(), Command: cfg.command, Smoke: cfg.smoke}}
+	machineMeta(&res.Meta)
+	res.Durations = map[string]string{
+		"floor": p.uncontended.String(), "uncontended": p.uncontended.String(), "distinct": p.distinct.String(),
+		"hot_key": p.hotKey.String(), "watchdog_window": p.window.String(), "watchdog_idle": p.idle.String(),
+	}
+
+	addr := cfg.redis
+	if addr == "" {
+		srv, err := startRedis(ctx)
+		if err != nil {
+			return "", err
+		}
+		defer srv.Stop()
+		addr = srv.Addr
+		res.Meta.RedisWhere = "redis-server child process on " + addr + ", no persistence"
+	} else {
+		res.Meta.RedisWhere = "given with -redis: " + addr
+	}
+	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return "", fmt.Errorf("connect to Redis at %s: %w", addr, err)
+	}
+	defer admin.Close()
+	stats, err := readStats(ctx, admin)
+	if err != nil {
+		return "", err
+	}
+	res.Meta.Redis = stats.version
+	res.Meta.RedisAddr = addr
+
+	r := &runner{addr: addr, admin: admin, plan: p, space: "bench-" + runID(), log: cfg.log}
+	if cfg.redis != "" {
+		defer r.cleanup()
+	}
+	r.logf("bench: Redis %s at %s; writing to %s", stats.version, addr, out)
+	res.Floor, res.Uncontended = r.sequentialRows(ctx)
+	res.Distinct = r.distinctRows(ctx)
+	res.HotKey = r.hotKeyRows(ctx)
+	res.Watchdog = r.watchdogRows(ctx)
+	if ctx.Err() != nil {
+		return "", errors.New("interrupted")
+	}
+	res.Targets = evaluate(res)
+	res.Profiles = r.profileMisses(ctx, res.Targets, out)
+	if ctx.Err() != nil {
+		return "", errors.New("interrupted")
+	}
+	res.Meta.Elapsed = time.Since(started).Round(time.Second).String()
+	if err := writeResults(res, out); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// rerender writes the report and plots of cfg.out again from its
+// results.json, for a change in how they are drawn; it measures nothing.
+func rerender(_ context.Context, cfg config) (string, error) {
+	out := cfg.out
+	if out == "" {
+		out = "results"
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		return "", err
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return "", err
+	}
+	for i, p := range res.Profiles {
+		if p.Err == "" {
+			res.Profiles[i] = summarizeProfile(filepath.Join(out, p.File), p.Scenario)
+		}
+	}
+	return out, writeResults(&res, out)
+}
+
+// profileMisses captures a CPU profile of relock in each scenario where it
+// missed a target, by running relock's row again under the profiler.
+func (r *runner) profileMisses(ctx context.Context, targets []Target, out string) []ProfileSummary {
+	lib, err := libraryByID("relock")
+	if err != nil {
+		return nil
+	}
+	done := map[string]bool{}
+	var profiles []ProfileSummary
+	for _, t := range targets {
+		if t.Pass || !t.Known || done[t.Scenario] || ctx.Err() != nil {
+			continue
+		}
+		done[t.Scenario] = true
+		path, err := filepath.Abs(filepath.Join(out, profileName(t.Scenario)))
+		if err != nil {
+			continue
+		}
+		var rowErr string
+		switch t.Scenario {
+		case "uncontended":
+			rowErr = r.uncontendedRow(ctx, lib, path).Err
+		case "distinct":
+			rowErr = r.distinctRow(ctx, lib, path).Err
+		case "hotkey":
+			rowErr = r.hotKeyRow(ctx, lib, 0, path).Err
+		default:
+			continue
+		}
+		s := summarizeProfile(path, t.Scenario)
+		if rowErr != "" && s.Err == "" {
+			s.Err = rowErr
+		}
+		r.logf("profile  %-28s %s %s", t.Scenario, s.File, s.Err)
+		profiles = append(profiles, s)
+	}
+	return profiles
+}
+
+// cleanup deletes, best-effort, the keys this run left on a Redis it did
+// not start.
+func (r *runner) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cursor := uint64(0)
+	for {
+		e, err := r.admin.Do(ctx, r.admin.B().Scan().Cursor(cursor).Match("*"+r.space+"*").Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			r.logf("bench: cleanup: %v", err)
+			return
+		}
+		if len(e.Elements) > 0 {
+			_ = r.admin.Do(ctx, r.admin.B().Unlink().Key(e.Elements...).Build()).Error()
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			return
+		}
+	}
+}
+
+func runID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// quoteArgs renders args for a shell, each after a space.
+func quoteArgs(args []string) string {
+	var b strings.Builder
+	for _, a := range args {
+		b.WriteByte(' ')
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '.' || r == '/' || r == ':' || r == '=' || r == '_' ||
+				'0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
+		}) < 0 {
+			b.WriteString(a)
+			continue
+		}
+		b.WriteString("'" + strings.ReplaceAll(a, "'", `'\''`) + "'")
+	}
+	return b.String()
+}

@@ -1,0 +1,179 @@
+package main
+
+import "time"
+
+// Results is everything one run measured; results.json is its encoding and
+// report.md and the plots are made from it alone.
+type Results struct {
+	Meta        Meta              `json:"meta"`
+	Floor       []FloorRow        `json:"floor"`
+	Uncontended []LatencyRow      `json:"uncontended"`
+	Distinct    []ThroughputRow   `json:"distinct"`
+	HotKey      []HotKeyRow       `json:"hot_key"`
+	Watchdog    []WatchdogRow     `json:"watchdog"`
+	Targets     []Target          `json:"targets"`
+	Profiles    []ProfileSummary  `json:"profiles,omitempty"`
+	Durations   map[string]string `json:"durations"` // how long each scenario ran per row
+}
+
+// Meta says where and how the run was made.
+type Meta struct {
+	Date       time.Time         `json:"date"`
+	Command    string            `json:"command"`
+	Smoke      bool              `json:"smoke"`
+	CPU        string            `json:"cpu"`
+	Cores      int               `json:"cores"`
+	GOMAXPROCS int               `json:"gomaxprocs"`
+	OS         string            `json:"os"`
+	Kernel     string            `json:"kernel,omitempty"`
+	Go         string            `json:"go"`
+	Relock     string            `json:"relock_commit,omitempty"` // git commit of the tree measured
+	Redis      string            `json:"redis"`                   // version, from INFO server
+	RedisWhere string            `json:"redis_where"`             // "redis-server child process on 127.0.0.1:N" or the -redis address
+	RedisAddr  string            `json:"redis_addr"`
+	Modules    map[string]string `json:"modules"` // module path → version, from the build info
+	Elapsed    string            `json:"elapsed"`
+}
+
+// FloorRow is scenario 1: PING through one client library.
+type FloorRow struct {
+	Client string        `json:"client"`
+	N      int           `json:"n"`
+	P50    time.Duration `json:"p50_ns"`
+	P99    time.Duration `json:"p99_ns"`
+	Mean   time.Duration `json:"mean_ns"`
+	Err    string        `json:"error,omitempty"`
+}
+
+// LatencyRow is scenario 2: one goroutine locking and unlocking one key.
+type LatencyRow struct {
+	Lib
+	N      int           `json:"n"`
+	P50    time.Duration `json:"p50_ns"`
+	P99    time.Duration `json:"p99_ns"`
+	Mean   time.Duration `json:"mean_ns"`
+	Allocs float64       `json:"allocs_per_op"` // runtime.MemStats.Mallocs delta / ops, whole process
+	Bytes  float64       `json:"bytes_per_op"`  // runtime.MemStats.TotalAlloc delta / ops, whole process
+	Server ServerCost    `json:"server"`
+	Err    string        `json:"error,omitempty"`
+}
+
+// ThroughputRow is scenario 3: many goroutines, each on its own key.
+type ThroughputRow struct {
+	Lib
+	Goroutines int           `json:"goroutines"`
+	Ops        int64         `json:"ops"`
+	Failed     int64         `json:"failed"`
+	Seconds    float64       `json:"seconds"`
+	OpsPerSec  float64       `json:"ops_per_sec"`
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
+	Server     ServerCost    `json:"server"`
+	Err        string        `json:"error,omitempty"`
+}
+
+// HotKeyRow is scenarios 4 and 5: waiters in two processes on one key.
+type HotKeyRow struct {
+	Lib
+	Hold         time.Duration `json:"hold_ns"`
+	Processes    int           `json:"processes"`
+	Workers      int           `json:"workers"`
+	Seconds      float64       `json:"seconds"`
+	Acquisitions int64         `json:"acquisitions"`
+	// Failures counts Lock calls that returned without the lock before the
+	// scenario ended (the library gave up); the waiter then called Lock again.
+	Failures int64 `json:"failures"`
+	// Unfinished counts waiters still waiting when the row ended; their
+	// waits so far are in the wait figures.
+	Unfinished int64 `json:"unfinished"`
+	// Errors counts other errors (network, unlock); FirstError shows one.
+	Errors      int64   `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+	HandoffsSec float64 `json:"handoffs_per_sec"` // acquisitions per second
+	// SwitchesSec counts acquisitions by a worker other than the previous
+	// holder; -1 where holds overlap (read locks).
+	SwitchesSec float64       `json:"switches_per_sec"`
+	Overlapping bool          `json:"overlapping_holds"` // read holds share the lock: no ceiling, no switches
+	WaitP50     time.Duration `json:"wait_p50_ns"`
+	WaitP99     time.Duration `json:"wait_p99_ns"`
+	WaitMax     time.Duration `json:"wait_max_ns"`
+	Jain        float64       `json:"jain"`
+	PerWorker   []int64       `json:"per_worker"`
+	Server      ServerCost    `json:"server"`
+	Err         string        `json:"error,omitempty"`
+}
+
+// WatchdogRow is scenario 6: many leases kept alive by a library's own
+// renewal, against the same client idle.
+type WatchdogRow struct {
+	Lib
+	Renews     bool        `json:"renews"` // false: the library has no automatic renewal
+	Note       string      `json:"note,omitempty"`
+	Leases     int         `json:"leases"`
+	Acquired   int         `json:"acquired"`
+	AcquireSec float64     `json:"acquire_seconds"`
+	Lost       int         `json:"lost"` // leases whose loss signal fired during the window
+	Idle       WindowStats `json:"idle"`
+	Held       WindowStats `json:"held"`
+	Err        string      `json:"error,omitempty"`
+}
+
+// WindowStats are the costs measured over one window of scenario 6.
+type WindowStats struct {
+	Seconds      float64          `json:"seconds"`
+	CommandsSec  float64          `json:"commands_per_sec"`    // server: total_commands_processed delta / s
+	RoundTripSec float64          `json:"round_trips_per_sec"` // client: Do + DoMulti calls / s
+	ClientCPU    float64          `json:"client_cpu"`          // getrusage(RUSAGE_SELF) user+sys seconds / s
+	RedisCPU     float64          `json:"redis_cpu"`           // INFO used_cpu_user+used_cpu_sys delta / s
+	Commands     map[string]int64 `json:"commands"`            // per command, from INFO commandstats
+}
+
+// ServerCost is what Redis spent on a row, from INFO deltas around it.
+type ServerCost struct {
+	Commands int64   `json:"commands"`    // total_commands_processed delta
+	Usec     int64   `json:"usec"`        // sum of commandstats usec deltas
+	CPU      float64 `json:"cpu_seconds"` // used_cpu_user+sys delta
+	PerOp    float64 `json:"commands_per_op"`
+	UsecOp   float64 `json:"usec_per_op"`
+	Top      string  `json:"top,omitempty"` // the commands, most called first: "evalsha 2.0/op, …"
+}
+
+// Lib names the library and configuration a row measured.
+type Lib struct {
+	ID      string `json:"id"`
+	Name    string `json:"library"`
+	Variant string `json:"variant"`
+	Label   string `json:"label"`  // short name for plots
+	Client  string `json:"client"` // the Redis client it uses: "rueidis" or "go-redis"
+	Relock  bool   `json:"relock"`
+}
+
+// Target is one of the issue's targets, evaluated.
+type Target struct {
+	Name     string  `json:"name"`
+	Want     string  `json:"want"`
+	Got      string  `json:"got"`
+	Ratio    float64 `json:"ratio"`
+	Pass     bool    `json:"pass"`
+	Known    bool    `json:"known"` // false when a figure it needs is missing
+	Scenario string  `json:"scenario"`
+}
+
+// ProfileSummary is a CPU profile of relock captured where it missed a
+// target, reduced to what the report shows.
+type ProfileSummary struct {
+	Scenario   string         `json:"scenario"`
+	File       string         `json:"file"`
+	Seconds    float64        `json:"seconds"`
+	CPUSeconds float64        `json:"cpu_seconds"`
+	Categories []ProfileShare `json:"categories"`
+	Through    []ProfileShare `json:"through"` // samples whose stack passes through a package, callees included
+	Top        []ProfileShare `json:"top_flat"`
+	Err        string         `json:"error,omitempty"`
+}
+
+// ProfileShare is a share of a profile's CPU samples.
+type ProfileShare struct {
+	Name  string  `json:"name"`
+	Share float64 `json:"share"`
+}

@@ -1,0 +1,16 @@
+package main
+
+import (
+	"syscall"
+	"time"
+)
+
+// cpuTime returns the user and system CPU time this process has used so
+// far, from getrusage(RUSAGE_SELF).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
