@@ -232,13 +232,19 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 	defer w.leave()
 	backoff := 10 * time.Millisecond // after an attempt that failed on the network
 	again := false                   // the last attempt was an immediate retry
+	held := false                    // an attempt found the lock held by another
 	for {
 		next := w.next()
 		sent := time.Now()
 		token, wait, err := b.tryAcquire(ctx, w.owner, !try, within)
 		switch {
-		case err != nil && (try || ctx.Err() != nil || isRedisErr(err)):
-			return nil, b.Wrap("lock", join(err, ctx.Err()))
+		case err != nil && ctx.Err() != nil && held:
+			// ctx ended during an attempt, after others found the lock held.
+			return nil, join(b.errorf(ErrNotAcquired, "lock"), ctxErr(ctx))
+		case err != nil && ctx.Err() != nil:
+			return nil, b.Wrap("lock", ctxErr(ctx))
+		case err != nil && (try || isRedisErr(err)):
+			return nil, b.Wrap("lock", err)
 		case err != nil:
 			b.c.log.Warn("relock: acquire failed; retrying", "lock", b.short, "err", err)
 			if werr := b.wait(ctx, nil, backoff); werr != nil {
@@ -252,6 +258,7 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		case try:
 			return nil, b.errorf(ErrNotAcquired, "try lock")
 		}
+		held = true
 		backoff = 10 * time.Millisecond
 		w.waited(sent)
 		if w.sub == nil {
