@@ -155,8 +155,6 @@ func TestChild(t *testing.T) {
 		childWait(t, rc, args)
 	case "read":
 		childRead(t, rc, args)
-	case "write":
-		childWrite(t, rc, args)
 	default:
 		t.Fatalf("unknown role %q", role)
 	}
@@ -267,11 +265,12 @@ func childHold(t *testing.T, rc rueidis.Client, args []string) {
 	<-stdinClosed
 }
 
-// childWait: args name waiter-timeout. Waits for the fair lock (and never
-// says anything: the parent watches the queue). If it ever acquires, it says
-// "acquired".
+// childWait: args kind name waiter-timeout. Waits for a lock whose waiters
+// leave a trace in Redis (a fair lock, a read-write lock's write side) and
+// never says anything: the parent watches Redis. If it ever acquires, it
+// says "acquired".
 func childWait(t *testing.T, rc rueidis.Client, args []string) {
-	timeout, err := time.ParseDuration(args[1])
+	timeout, err := time.ParseDuration(args[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +279,7 @@ func childWait(t *testing.T, rc rueidis.Client, args []string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	lease, err := fair.New(c, args[0], relock.WithWaiterTimeout(timeout)).Lock(context.Background())
+	lease, err := kinds[args[0]](c, args[1], relock.WithWaiterTimeout(timeout)).Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,25 +305,5 @@ func childRead(t *testing.T, rc rueidis.Client, args []string) {
 	}
 	say("locked")
 	io.Copy(io.Discard, os.Stdin)
-	lease.Unlock()
-}
-
-// childWrite: args name waiter-timeout. Waits for the write lock (the parent
-// watches the waiting writers); if it ever acquires, it says "acquired".
-func childWrite(t *testing.T, rc rueidis.Client, args []string) {
-	timeout, err := time.ParseDuration(args[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := relock.New(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	lease, err := rwlock.New(c, args[0], relock.WithWaiterTimeout(timeout)).Lock(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	say("acquired")
 	lease.Unlock()
 }

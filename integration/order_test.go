@@ -95,7 +95,7 @@ func TestKilledHeadWaiterIsSkipped(t *testing.T) {
 		require.NoError(t, err)
 		return n
 	}
-	dead := startChild(t, srv.Addr(), "wait", name, waiterTimeout.String())
+	dead := startChild(t, srv.Addr(), "wait", "fair", name, waiterTimeout.String())
 	locktest.Eventually(t, "the child to queue", func() bool { return qlen() == 1 })
 	got := make(chan error, 1)
 	go func() {
@@ -231,7 +231,7 @@ func TestDeadWaitingWriterStopsBlockingReaders(t *testing.T) {
 	require.NoError(t, err)
 	defer reader.Unlock()
 
-	writer := startChild(t, srv.Addr(), "write", name, waiterTimeout.String())
+	writer := startChild(t, srv.Addr(), "wait", "rwlock", name, waiterTimeout.String())
 	locktest.Eventually(t, "the writer to wait", func() bool {
 		n, err := rc.Do(context.Background(), rc.B().Zcard().Key("relock:{"+name+"}:waiters").Build()).AsInt64()
 		return err == nil && n == 1
