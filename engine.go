@@ -200,9 +200,10 @@ func isRedisErr(err error) bool {
 }
 
 // Acquire is the engine's acquire loop, shared by every kind. The
-// uncontended path is one round trip. A waiter that failed once joins the
-// lock's wake-up subscription, tries again at once, and then retries after
-// each wake-up, each expiry of what blocks it, or maxWait, whichever
+// uncontended path is one round trip. A Lock joins the lock's wake-up
+// subscription before its first attempt if this Client already has one, or
+// after a failed attempt otherwise (retrying when the subscription is
+// confirmed), and then retries after each wake-up, each expiry of what blocks it, or maxWait, whichever
 // comes first, until ctx ends. A kind whose waiters leave a trace in Redis
 // (a queue) has their places kept by the watchdog's heartbeats and
 // withdrawn when they stop waiting. Lock (not TryLock) waits out network
@@ -230,6 +231,11 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 
 	w := waiter{b: b, owner: b.c.newOwner()}
 	defer w.leave()
+	if !try {
+		// Other waiters of this Client keep the lock's wake-ups coming:
+		// listen from before the first attempt (a local step, no round trip).
+		w.sub = b.c.hub.JoinLive(b.keys.Wake)
+	}
 	backoff := 10 * time.Millisecond // after an attempt that failed on the network
 	again := false                   // the last attempt was an immediate retry
 	held := false                    // an attempt found the lock held by another
@@ -262,12 +268,13 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		backoff = 10 * time.Millisecond
 		w.waited(sent)
 		if w.sub == nil {
-			// Subscribe, then try again at once: a release between the
-			// attempt and the subscription published to nobody. The next
-			// attempt's signal fires on the subscription's confirmation if
-			// it is new, or on the next message if it was already live.
 			w.join()
-			continue
+			if w.sub.Live() {
+				// A release between the attempt and the join published to
+				// nobody here: try again at once.
+				continue
+			}
+			next = w.next() // fires on the subscription's confirmation
 		}
 		d := maxWait
 		switch {

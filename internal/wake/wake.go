@@ -59,6 +59,7 @@ type Sub struct {
 	mu      sync.Mutex         // guards the fields below
 	targets map[string]*target // per waiting owner
 	seq     uint64             // orders targets by when their owner started waiting or was last woken alone
+	live    bool               // the server confirmed the subscription at least once
 }
 
 // target is one waiting owner's signal.
@@ -93,6 +94,31 @@ func (h *Hub) Join(channel string) *Sub {
 	h.wg.Add(1)
 	go s.run(ctx, prev)
 	return s
+}
+
+// JoinLive joins the subscription to channel if one is running, and
+// returns nil otherwise: it never subscribes, so a waiter may call it before
+// its first attempt at no cost to the uncontended path. The caller must
+// Leave a non-nil result.
+func (h *Hub) JoinLive(channel string) *Sub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.subs[channel]
+	if s == nil || s.stopped {
+		return nil
+	}
+	s.refs++
+	return s
+}
+
+// Live reports whether the server has confirmed the subscription. A waiter
+// that joins a live subscription after an attempt must try again at once:
+// a wake-up published between that attempt and the join reached nobody. One
+// that joins a subscription not yet live is woken by its confirmation.
+func (s *Sub) Live() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live
 }
 
 // WakeOne is the payload of a wake-up for one waiter per Hub: the one that
@@ -226,6 +252,9 @@ func (s *Sub) run(ctx context.Context, prev *Sub) {
 	}
 	rctx := rueidis.WithOnSubscriptionHook(ctx, func(p rueidis.PubSubSubscription) {
 		if p.Kind == "subscribe" || p.Kind == "ssubscribe" {
+			s.mu.Lock()
+			s.live = true
+			s.mu.Unlock()
 			s.wake("")
 		}
 	})

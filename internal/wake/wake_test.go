@@ -388,3 +388,25 @@ func TestWakeOne(t *testing.T) {
 	pending(t, a)
 	s.Forget("a")
 }
+
+// TestJoinLive: JoinLive never subscribes; it shares a running
+// subscription, which reports Live once the server confirmed it.
+func TestJoinLive(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, _ := newHub(t, srv)
+	ch := channelOf(t, "")
+	assert.Nil(t, h.JoinLive(ch), "no subscription running: nothing to join")
+	numsubIs(t, admin, ch, 0)
+
+	s := h.Join(ch)
+	numsubIs(t, admin, ch, 1)
+	barrier(t, s, admin, ch)
+	assert.True(t, s.Live(), "confirmed by the server")
+	l := h.JoinLive(ch)
+	require.Same(t, s, l)
+	s.Leave()
+	numsubIs(t, admin, ch, 1) // l still holds it
+	l.Leave()
+	numsubIs(t, admin, ch, 0)
+}
