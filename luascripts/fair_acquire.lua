@@ -1,12 +1,13 @@
 -- fair_acquire: take a fair lock for a new owner if it is free and the owner
 -- is first in the queue; otherwise queue the owner (Lock) or not (TryLock).
--- Runs after fence.lua.
+-- Runs after fence.lua, time.lua and gone.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (list of waiting owner ids, in arrival order)
 -- KEYS[4]  the waiters' deadlines (zset: owner id -> server time, ms)
 -- KEYS[5]  unused (readers)
+-- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
 -- ARGV[3]  "1" to queue the owner when not acquired (Lock), "0" not (TryLock)
@@ -16,12 +17,26 @@
 -- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[7]  unused
 --
+-- The queue's and the deadlines' expiries are only ever extended: waiters
+-- may have different timeouts, and a short one must not make the queue
+-- expire under a waiter with a long one.
+--
+-- A grant that leaves waiters queued wakes the new first waiter by name.
+-- It may be sleeping until the previous first waiter's deadline (it found
+-- the lock free but was not first); woken, it finds the lock held and
+-- sleeps until this lease's expiry instead, so that a lease that expires
+-- without an Unlock hands the lock on as promptly as an Unlock does.
+--
 -- Returns {1, token} when acquired. Returns {0, wait} when not, where wait
 -- is how long in milliseconds nothing can change without a wake-up: the
 -- holder's pttl, or, when the lock is free but another waiter is first,
--- that waiter's remaining deadline (it is woken now).
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- that waiter's remaining deadline (it is woken now). Returns {0, -1} for an
+-- owner recorded as gone, and neither grants nor queues: its caller gave up
+-- before this attempt landed.
+if is_gone(KEYS[6], ARGV[1]) then
+  return {0, -1}
+end
+local now = server_ms()
 
 for _, dead in ipairs(redis.call('zrangebyscore', KEYS[4], '-inf', now)) do
   redis.call('zrem', KEYS[4], dead)
@@ -42,6 +57,10 @@ if free and (not head or head == ARGV[1]) then
   end
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
+  local following = head and redis.call('lindex', KEYS[3], 0)
+  if following then
+    redis.call(ARGV[6], ARGV[5], following)
+  end
   return {1, next_token(KEYS[2])}
 end
 
@@ -52,12 +71,13 @@ if ARGV[3] == '1' then
   end
   redis.call('zadd', KEYS[4], deadline, ARGV[1])
   -- Queue state of waiters that all died goes away on its own.
-  redis.call('pexpire', KEYS[3], ARGV[4])
-  redis.call('pexpire', KEYS[4], ARGV[4])
+  extend(KEYS[3], ARGV[4])
+  extend(KEYS[4], ARGV[4])
 end
 
 if not free then
-  -- Released or expired, the lock wakes the first waiter; heartbeats purge
+  -- Released, the lock wakes the first waiter; expiring, it wakes nobody,
+  -- but the first waiter sleeps no longer than this pttl. Heartbeats purge
   -- a first waiter that died.
   return {0, redis.call('pttl', KEYS[1])}
 end

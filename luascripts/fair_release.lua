@@ -1,17 +1,21 @@
 -- fair_release: end one hold of a fair lock's owner; the last hold deletes
 -- the lock and wakes the first waiter. For an owner that does not hold the
 -- lock, leave the queue instead (a waiter giving up), waking the new first
--- waiter if the lock is free.
+-- waiter if the lock is free. Runs after time.lua and gone.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the queue (list of waiting owner ids)
 -- KEYS[3]  the waiters' deadlines (zset)
 -- KEYS[4]  unused (readers)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[4]  hold count being ended: n > 1 leaves n - 1 holds; 1, or 0 for
 --          all holds, releases the lock
+-- ARGV[5]  gone, milliseconds: "0" for a normal release; n > 0 also records
+--          the owner as gone for n ms, so that its acquire, if still on its
+--          way, is refused when it lands (and does not queue it again)
 --
 -- Wake-ups name the owner they are for: only that waiter retries.
 --
@@ -23,6 +27,7 @@ local function wake_first()
   end
 end
 
+record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   if redis.call('zrem', KEYS[3], ARGV[1]) == 1 then
     redis.call('lrem', KEYS[2], 1, ARGV[1])

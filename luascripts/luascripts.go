@@ -17,6 +17,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -25,43 +26,86 @@ import (
 //go:embed *.lua
 var files embed.FS
 
-// The scripts. Acquire scripts are prefixed with fence.lua, the fragment
-// that issues fencing tokens; the read-write lock's with rw.lua, its shared
-// functions.
-var (
-	MutexAcquire = load("fence.lua", "mutex_acquire.lua")
-	MutexRelease = load("mutex_release.lua")
+// A Script is one of this package's scripts, each prefixed with the
+// fragments it uses: fence.lua issues
+// fencing tokens (acquire scripts); time.lua reads the server clock and
+// extends shared keys' expiries without ever shortening them; gone.lua
+// refuses (acquire) and records (release) owners whose caller gave up on an
+// acquire that got no reply; rw.lua holds the read-write lock's shared
+// functions. Scripts are constants, so no other package can replace one;
+// the zero Script, None, is no script.
+type Script uint8
 
-	ReentrantAcquire = load("fence.lua", "reentrant_acquire.lua")
-	ReentrantReenter = load("reentrant_reenter.lua")
-	ReentrantRelease = load("reentrant_release.lua")
+// None is no script: a kind without re-entry or without waiter heartbeats
+// says so with it.
+const None Script = 0
 
-	FairAcquire     = load("fence.lua", "fair_acquire.lua")
-	FairRelease     = load("fair_release.lua")
-	WaiterHeartbeat = load("waiter_heartbeat.lua")
-
-	RWReadAcquire  = load("fence.lua", "rw.lua", "rw_read_acquire.lua")
-	RWWriteAcquire = load("fence.lua", "rw.lua", "rw_write_acquire.lua")
-	RWReenter      = load("rw.lua", "rw_reenter.lua")
-	RWRenew        = load("rw.lua", "rw_renew.lua")
-	RWRelease      = load("rw.lua", "rw_release.lua")
-
-	Renew       = load("renew.lua")
-	ForceUnlock = load("force_unlock.lua")
+// The scripts.
+const (
+	MutexAcquire Script = iota + 1
+	MutexRelease
+	ReentrantAcquire
+	ReentrantReenter
+	ReentrantRelease
+	FairAcquire
+	FairRelease
+	WaiterHeartbeat
+	RWReadAcquire
+	RWWriteAcquire
+	RWReenter
+	RWRenew
+	RWRelease
+	FenceRaise
+	RedlockRenew
+	Renew
+	ForceUnlock
+	numScripts
 )
 
-// source is what ExecMulti needs of a script to build EVALSHA and EVAL
-// commands itself; rueidis.Lua keeps both unexported.
-type source struct {
+// scripts holds each Script's loaded form, indexed by Script; written only
+// at package init.
+var scripts = [numScripts]*loaded{
+	MutexAcquire:     load("fence.lua", "time.lua", "gone.lua", "mutex_acquire.lua"),
+	MutexRelease:     load("time.lua", "gone.lua", "mutex_release.lua"),
+	ReentrantAcquire: load("fence.lua", "time.lua", "gone.lua", "reentrant_acquire.lua"),
+	ReentrantReenter: load("time.lua", "reentrant_reenter.lua"),
+	ReentrantRelease: load("time.lua", "gone.lua", "reentrant_release.lua"),
+	FairAcquire:      load("fence.lua", "time.lua", "gone.lua", "fair_acquire.lua"),
+	FairRelease:      load("time.lua", "gone.lua", "fair_release.lua"),
+	WaiterHeartbeat:  load("time.lua", "waiter_heartbeat.lua"),
+	RWReadAcquire:    load("fence.lua", "time.lua", "gone.lua", "rw.lua", "rw_read_acquire.lua"),
+	RWWriteAcquire:   load("fence.lua", "time.lua", "gone.lua", "rw.lua", "rw_write_acquire.lua"),
+	RWReenter:        load("time.lua", "rw.lua", "rw_reenter.lua"),
+	RWRenew:          load("time.lua", "rw.lua", "rw_renew.lua"),
+	RWRelease:        load("time.lua", "gone.lua", "rw.lua", "rw_release.lua"),
+	FenceRaise:       load("fence.lua", "fence_raise.lua"),
+	RedlockRenew:     load("fence.lua", "time.lua", "gone.lua", "redlock_renew.lua"),
+	Renew:            load("time.lua", "renew.lua"),
+	ForceUnlock:      load("time.lua", "gone.lua", "force_unlock.lua"),
+}
+
+// loaded is a script's text, its SHA1 and rueidis's EVALSHA/EVAL runner.
+type loaded struct {
+	lua  *rueidis.Lua
 	text string
 	sha1 string
 }
 
-// sources maps each script to its source; written only at package init.
-var sources = map[*rueidis.Lua]source{}
+// Exec runs s once with EVALSHA, falling back to EVAL when the server does
+// not have it. It panics for None or a value that is no Script.
+func (s Script) Exec(ctx context.Context, rc rueidis.Client, keys, args []string) rueidis.RedisResult {
+	return s.must().lua.Exec(ctx, rc, keys, args)
+}
+
+func (s Script) must() *loaded {
+	if s == None || s >= numScripts {
+		panic(fmt.Sprintf("luascripts: %d is no script", s))
+	}
+	return scripts[s]
+}
 
 // load returns the script made of files, in order.
-func load(names ...string) *rueidis.Lua {
+func load(names ...string) *loaded {
 	var text strings.Builder
 	for _, name := range names {
 		b, err := files.ReadFile(name)
@@ -71,22 +115,20 @@ func load(names ...string) *rueidis.Lua {
 		text.Write(b)
 	}
 	sum := sha1.Sum([]byte(text.String()))
-	s := rueidis.NewLuaScript(text.String())
-	sources[s] = source{text: text.String(), sha1: hex.EncodeToString(sum[:])}
-	return s
+	return &loaded{lua: rueidis.NewLuaScript(text.String()), text: text.String(), sha1: hex.EncodeToString(sum[:])}
 }
 
 // Call is one execution of a script in ExecMulti.
 type Call struct {
-	Script *rueidis.Lua
+	Script Script
 	Keys   []string
 	Args   []string
 }
 
 // ExecMulti runs calls, possibly of different scripts, in one round trip of
 // EVALSHA commands. Calls answered NOSCRIPT are sent again as EVAL, in a
-// second round trip. The results are in the order of calls. It panics if a
-// call's script is not one of this package's.
+// second round trip. The results are in the order of calls. It panics for
+// a call of None.
 //
 // Unlike rueidis.Lua.ExecMulti it does not SCRIPT LOAD before every batch,
 // which would double the round trips of the common case.
@@ -96,7 +138,7 @@ func ExecMulti(ctx context.Context, rc rueidis.Client, calls ...Call) []rueidis.
 	}
 	cmds := make(rueidis.Commands, len(calls))
 	for i, c := range calls {
-		src := mustSource(c.Script)
+		src := c.Script.must()
 		cmds[i] = rc.B().Evalsha().Sha1(src.sha1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 	}
 	res := rc.DoMulti(ctx, cmds...)
@@ -112,18 +154,10 @@ func ExecMulti(ctx context.Context, rc rueidis.Client, calls ...Call) []rueidis.
 	cmds = cmds[:0]
 	for _, i := range again {
 		c := calls[i]
-		cmds = append(cmds, rc.B().Eval().Script(mustSource(c.Script).text).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build())
+		cmds = append(cmds, rc.B().Eval().Script(c.Script.must().text).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build())
 	}
 	for j, r := range rc.DoMulti(ctx, cmds...) {
 		res[again[j]] = r
 	}
 	return res
-}
-
-func mustSource(s *rueidis.Lua) source {
-	src, ok := sources[s]
-	if !ok {
-		panic("luascripts: ExecMulti of a script that is not this package's")
-	}
-	return src
 }

@@ -3,6 +3,7 @@ package luascripts_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +17,48 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// lock returns the keys of a lock unique to the test, deleted first so that
-// the test can run again on the same server (-count).
+// lockKeys are the Redis names of one lock, laid out as the engine passes
+// them (internal/kind.Spec).
+type lockKeys struct {
+	lock, fence, queue, waiters, readers, gone, wake string
+}
+
+// keysFor returns the keys of a lock unique to the test (and to name, when
+// given), deleted first so that the test can run again on the same server
+// (-count).
+func keysFor(t *testing.T, rc rueidis.Client, name ...string) lockKeys {
+	t.Helper()
+	base := "scripts:{" + t.Name() + strings.Join(name, "/") + "}"
+	k := lockKeys{base, base + ":fence", base + ":queue", base + ":waiters", base + ":readers", base + ":gone", base + ":wake"}
+	require.NoError(t, rc.Do(context.Background(), rc.B().Del().Key(k.lock, k.fence, k.queue, k.waiters, k.readers, k.gone).Build()).Error())
+	return k
+}
+
+// acquireKeys are an acquire script's KEYS.
+func (k lockKeys) acquireKeys() []string {
+	return []string{k.lock, k.fence, k.queue, k.waiters, k.readers, k.gone}
+}
+
+// releaseKeys are a release script's KEYS.
+func (k lockKeys) releaseKeys() []string {
+	return []string{k.lock, k.queue, k.waiters, k.readers, k.gone}
+}
+
+// lock returns the keys of a lock unique to the test, deleted first.
 func lock(t *testing.T, rc rueidis.Client) (key, fence, channel string) {
 	t.Helper()
-	base := "scripts:{" + t.Name() + "}"
-	require.NoError(t, rc.Do(context.Background(), rc.B().Del().Key(base, base+":fence").Build()).Error())
-	return base, base + ":fence", base + ":wake"
+	k := keysFor(t, rc)
+	return k.lock, k.fence, k.wake
+}
+
+// acquireKeysOf are the acquire KEYS of the lock whose lock key is key.
+func acquireKeysOf(key string) []string {
+	return []string{key, key + ":fence", key + ":queue", key + ":waiters", key + ":readers", key + ":gone"}
+}
+
+// releaseKeysOf are the release KEYS of the lock whose lock key is key.
+func releaseKeysOf(key string) []string {
+	return []string{key, key + ":queue", key + ":waiters", key + ":readers", key + ":gone"}
 }
 
 func serverMicros(t *testing.T, rc rueidis.Client) int64 {
@@ -36,7 +72,9 @@ func serverMicros(t *testing.T, rc rueidis.Client) int64 {
 
 func acquire(t *testing.T, rc rueidis.Client, key, fence, owner string, leaseMs int) []int64 {
 	t.Helper()
-	v, err := luascripts.MutexAcquire.Exec(context.Background(), rc, []string{key, fence}, []string{owner, strconv.Itoa(leaseMs)}).AsIntSlice()
+	require.Equal(t, key+":fence", fence)
+	v, err := luascripts.MutexAcquire.Exec(context.Background(), rc, acquireKeysOf(key),
+		[]string{owner, strconv.Itoa(leaseMs), "1", "5000", key + ":wake", "publish", ""}).AsIntSlice()
 	require.NoError(t, err)
 	require.Len(t, v, 2)
 	return v
@@ -103,7 +141,7 @@ func TestMutexRelease(t *testing.T) {
 	acquire(t, rc, key, fence, "a", 10000)
 
 	release := func(owner string) int64 {
-		n, err := luascripts.MutexRelease.Exec(ctx, rc, []string{key}, []string{owner, channel, "publish", "1"}).AsInt64()
+		n, err := luascripts.MutexRelease.Exec(ctx, rc, releaseKeysOf(key), []string{owner, channel, "publish", "1", "0"}).AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -178,7 +216,7 @@ func TestForceUnlock(t *testing.T) {
 	ctx := context.Background()
 	key, fence, channel := lock(t, rc)
 	force := func() int64 {
-		n, err := luascripts.ForceUnlock.Exec(ctx, rc, []string{key}, []string{channel, "publish"}).AsInt64()
+		n, err := luascripts.ForceUnlock.Exec(ctx, rc, []string{key}, []string{channel, "publish", "0"}).AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -217,44 +255,161 @@ func TestExecMultiMixesScriptsAndReloads(t *testing.T) {
 func TestHashScriptsRefuseWrongOwner(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	ctx := context.Background()
-	key, fence, channel := lock(t, rc)
-	queue, waiters, readers := key+":queue", key+":waiters", key+":readers"
+	k := keysFor(t, rc)
 	for _, tc := range []struct {
 		name    string
-		acquire *rueidis.Lua
+		acquire luascripts.Script
 		calls   []luascripts.Call
 	}{
 		{"reentrant", luascripts.ReentrantAcquire, []luascripts.Call{
-			{Script: luascripts.ReentrantReenter, Keys: []string{key, readers}, Args: []string{"b", "60000", "2"}},
-			{Script: luascripts.ReentrantRelease, Keys: []string{key, queue, waiters, readers}, Args: []string{"b", channel, "publish", "1"}},
-			{Script: luascripts.Renew, Keys: []string{key, readers}, Args: []string{"b", "60000"}},
+			{Script: luascripts.ReentrantReenter, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000", "2"}},
+			{Script: luascripts.ReentrantRelease, Keys: k.releaseKeys(), Args: []string{"b", k.wake, "publish", "1", "0"}},
+			{Script: luascripts.Renew, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000"}},
 		}},
 		{"fair", luascripts.FairAcquire, []luascripts.Call{
-			{Script: luascripts.FairRelease, Keys: []string{key, queue, waiters, readers}, Args: []string{"b", channel, "publish", "1"}},
+			{Script: luascripts.FairRelease, Keys: k.releaseKeys(), Args: []string{"b", k.wake, "publish", "1", "0"}},
 		}},
 		{"rwlock", luascripts.RWWriteAcquire, []luascripts.Call{
-			{Script: luascripts.RWReenter, Keys: []string{key, readers}, Args: []string{"b", "60000", "2"}},
-			{Script: luascripts.RWRelease, Keys: []string{key, queue, waiters, readers}, Args: []string{"b", channel, "publish", "1"}},
-			{Script: luascripts.RWRenew, Keys: []string{key, readers}, Args: []string{"b", "60000"}},
+			{Script: luascripts.RWReenter, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000", "2"}},
+			{Script: luascripts.RWRelease, Keys: k.releaseKeys(), Args: []string{"b", k.wake, "publish", "1", "0"}},
+			{Script: luascripts.RWRenew, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000"}},
 		}},
 	} {
-		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(key, queue, waiters, readers).Build()).Error())
-		got, err := tc.acquire.Exec(ctx, rc, []string{key, fence, queue, waiters, readers},
-			[]string{"a", "10000", "1", "5000", channel, "publish", ""}).AsIntSlice()
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(k.lock, k.queue, k.waiters, k.readers).Build()).Error())
+		got, err := tc.acquire.Exec(ctx, rc, k.acquireKeys(),
+			[]string{"a", "10000", "1", "5000", k.wake, "publish", ""}).AsIntSlice()
 		require.NoError(t, err, tc.name)
 		require.Equal(t, int64(1), got[0], tc.name)
-		before, err := rc.Do(ctx, rc.B().Dump().Key(key).Build()).ToString()
+		before, err := rc.Do(ctx, rc.B().Dump().Key(k.lock).Build()).ToString()
 		require.NoError(t, err)
 		for _, call := range tc.calls {
 			n, err := luascripts.ExecMulti(ctx, rc, call)[0].AsInt64()
 			require.NoError(t, err, tc.name)
 			assert.Equal(t, int64(0), n, "%s: the wrong owner is refused", tc.name)
 		}
-		after, err := rc.Do(ctx, rc.B().Dump().Key(key).Build()).ToString()
+		after, err := rc.Do(ctx, rc.B().Dump().Key(k.lock).Build()).ToString()
 		require.NoError(t, err)
 		assert.Equal(t, before, after, "%s: the lock is untouched", tc.name)
-		pttl, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
+		pttl, err := rc.Do(ctx, rc.B().Pttl().Key(k.lock).Build()).AsInt64()
 		require.NoError(t, err)
 		assert.LessOrEqual(t, pttl, int64(10000), "%s: not extended", tc.name)
+	}
+}
+
+// do runs cmd and fails the test on an error.
+func do(t *testing.T, rc rueidis.Client, cmd rueidis.Completed) rueidis.RedisResult {
+	t.Helper()
+	r := rc.Do(context.Background(), cmd)
+	require.NoError(t, r.Error())
+	return r
+}
+
+func pttl(t *testing.T, rc rueidis.Client, key string) int64 {
+	t.Helper()
+	n, err := do(t, rc, rc.B().Pttl().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	return n
+}
+
+func exists(t *testing.T, rc rueidis.Client, key string) bool {
+	t.Helper()
+	n, err := do(t, rc, rc.B().Exists().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	return n == 1
+}
+
+// zscore returns member's score in key, and whether it has one.
+func zscore(t *testing.T, rc rueidis.Client, key, member string) (int64, bool) {
+	t.Helper()
+	f, err := rc.Do(context.Background(), rc.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
+	if rueidis.IsRedisNil(err) {
+		return 0, false
+	}
+	require.NoError(t, err)
+	return int64(f), true
+}
+
+// run executes script with keys and args, and returns its reply.
+func run(t *testing.T, rc rueidis.Client, script luascripts.Script, keys, args []string) rueidis.RedisResult {
+	t.Helper()
+	r := script.Exec(context.Background(), rc, keys, args)
+	require.NoError(t, r.Error())
+	return r
+}
+
+// acquireArgs are an acquire script's ARGV: owner, lease, wait ("1"/"0"),
+// waiter timeout, channel, publish command, owner of the caller's write
+// hold ("").
+func (k lockKeys) acquireArgs(owner string, leaseMs int, wait bool, waiterMs int) []string {
+	flag := "0"
+	if wait {
+		flag = "1"
+	}
+	return []string{owner, strconv.Itoa(leaseMs), flag, strconv.Itoa(waiterMs), k.wake, "publish", ""}
+}
+
+// try runs an acquire script and returns its {acquired, token or wait}.
+func (k lockKeys) try(t *testing.T, rc rueidis.Client, script luascripts.Script, owner string, leaseMs int, wait bool, waiterMs int) []int64 {
+	t.Helper()
+	v, err := run(t, rc, script, k.acquireKeys(), k.acquireArgs(owner, leaseMs, wait, waiterMs)).AsIntSlice()
+	require.NoError(t, err)
+	require.Len(t, v, 2)
+	return v
+}
+
+// release runs a release script ending depth holds of owner, recording it
+// as gone for goneMs (0: not), and returns its reply.
+func (k lockKeys) release(t *testing.T, rc rueidis.Client, script luascripts.Script, owner string, depth, goneMs int) int64 {
+	t.Helper()
+	n, err := run(t, rc, script, k.releaseKeys(), []string{owner, k.wake, "publish", strconv.Itoa(depth), strconv.Itoa(goneMs)}).AsInt64()
+	require.NoError(t, err)
+	return n
+}
+
+// heartbeat runs the waiter heartbeat of owner and returns its reply.
+func (k lockKeys) heartbeat(t *testing.T, rc rueidis.Client, owner string, waiterMs int) int64 {
+	t.Helper()
+	n, err := run(t, rc, luascripts.WaiterHeartbeat, []string{k.lock, k.queue, k.waiters},
+		[]string{owner, strconv.Itoa(waiterMs), k.wake, "publish"}).AsInt64()
+	require.NoError(t, err)
+	return n
+}
+
+// reenter runs a re-entry script and returns its reply.
+func (k lockKeys) reenter(t *testing.T, rc rueidis.Client, script luascripts.Script, owner string, leaseMs, depth int) int64 {
+	t.Helper()
+	n, err := run(t, rc, script, []string{k.lock, k.readers}, []string{owner, strconv.Itoa(leaseMs), strconv.Itoa(depth)}).AsInt64()
+	require.NoError(t, err)
+	return n
+}
+
+// kindScripts are the scripts of one kind (and mode), as its kind.Spec
+// names them.
+type kindScripts struct {
+	name                             string
+	acquire, reenter, release, renew luascripts.Script
+	heartbeat                        luascripts.Script // None: waiters leave no trace
+	queues                           bool              // a waiting Lock leaves a trace (fair queue, waiting writer)
+}
+
+var kinds = []kindScripts{
+	{"mutex", luascripts.MutexAcquire, luascripts.None, luascripts.MutexRelease, luascripts.Renew, luascripts.None, false},
+	{"reentrant", luascripts.ReentrantAcquire, luascripts.ReentrantReenter, luascripts.ReentrantRelease, luascripts.Renew, luascripts.None, false},
+	{"fair", luascripts.FairAcquire, luascripts.ReentrantReenter, luascripts.FairRelease, luascripts.Renew, luascripts.WaiterHeartbeat, true},
+	{"rwlock read", luascripts.RWReadAcquire, luascripts.RWReenter, luascripts.RWRelease, luascripts.RWRenew, luascripts.None, false},
+	{"rwlock write", luascripts.RWWriteAcquire, luascripts.RWReenter, luascripts.RWRelease, luascripts.RWRenew, luascripts.WaiterHeartbeat, true},
+}
+
+// eventually polls cond until it holds, and fails the test if it does not
+// within 20 seconds (like internal/locktest.Eventually, which this package's
+// tests do not import: they run without the engine).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

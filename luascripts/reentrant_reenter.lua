@@ -1,5 +1,6 @@
--- reentrant_reenter: add a hold for the owner that holds a reentrant lock,
--- and refresh its lease to the full length (never longer).
+-- reentrant_reenter: add a hold for the owner that holds a reentrant (or
+-- fair) lock, and extend its expiry to at least the lease. Runs after
+-- time.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- ARGV[1]  owner id
@@ -9,11 +10,15 @@
 -- The caller knows its hold count and names it: a call retried after a lost
 -- reply sets the same count again instead of counting twice.
 --
+-- A re-entry never shortens the lock's expiry: the hold's first lease (a
+-- watchdog's, say) may be longer than the one this call passes, and its
+-- holder counts on it (its ValidUntil).
+--
 -- Returns 1 when the owner holds the lock at that count, 0 when the owner
 -- does not hold the lock (its lease expired or was taken).
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('hset', KEYS[1], ARGV[1], ARGV[3])
-redis.call('pexpire', KEYS[1], ARGV[2])
+extend(KEYS[1], ARGV[2])
 return 1

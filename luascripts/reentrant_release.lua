@@ -1,14 +1,17 @@
 -- reentrant_release: end one hold of a reentrant lock's owner; the last hold
--- deletes the lock and wakes the waiters.
+-- deletes the lock and wakes the waiters. Runs after time.lua and gone.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
--- KEYS[2..4] passed by the engine for every kind (see internal/kind.Spec);
---          unused here
+-- KEYS[2..4] unused (queue, waiters, readers)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[4]  hold count being ended: n > 1 leaves n - 1 holds; 1, or 0 for
 --          all holds, releases the lock
+-- ARGV[5]  gone, milliseconds: "0" for a normal release; n > 0 also records
+--          the owner as gone for n ms, so that its acquire, if still on its
+--          way, is refused when it lands
 --
 -- The caller names the count it ends: a call retried after a lost reply
 -- sets the same count again instead of counting down twice.
@@ -18,6 +21,7 @@
 -- them race.
 --
 -- Returns 1 when released, 0 when the owner does not hold the lock.
+record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end

@@ -1,5 +1,7 @@
 -- renew: extend a held lease, whatever the lock kind, if the caller still owns
--- it. Never creates the lock.
+-- it, to at least the given length from now; never shortens it (a re-entry or
+-- an explicit extension may have made it longer). Never creates the lock.
+-- Runs after time.lua.
 --
 -- KEYS[1]  the lock: a string holding the owner id (mutex) or a hash with
 --          the owner id as a field (reentrant, fair)
@@ -19,5 +21,5 @@ elseif kind == 'hash' then
 else
   return 0
 end
-redis.call('pexpire', KEYS[1], ARGV[2])
+extend(KEYS[1], ARGV[2])
 return 1

@@ -1,15 +1,11 @@
--- rw: a fragment, not a script: prepended to the read-write lock's scripts.
+-- rw: a fragment, not a script: prepended to the read-write lock's scripts,
+-- after time.lua.
 --
 -- A read-write lock is a hash: field "mode" is "read" or "write", and each
 -- holder's owner id maps to its hold count. Each reader also has a deadline
 -- on the server clock in the readers zset, so that a dead reader's hold ends
 -- at its own deadline while live readers keep renewing theirs. The hash's
 -- TTL is the latest deadline of any holder.
-
-local function server_ms()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- Reports whether a lock of another kind (not a read-write hash) holds the
 -- name: the kinds share the lock key and exclude each other.
@@ -29,12 +25,5 @@ local function purge(lock, readers, waiters, now)
   redis.call('zremrangebyscore', waiters, '-inf', now)
   if redis.call('hlen', lock) == 1 and redis.call('hexists', lock, 'mode') == 1 then
     redis.call('del', lock)
-  end
-end
-
--- Extends key's TTL to at least ms milliseconds; never shortens it.
-local function extend(key, ms)
-  if redis.call('pttl', key) < tonumber(ms) then
-    redis.call('pexpire', key, ms)
   end
 end

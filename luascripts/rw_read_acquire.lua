@@ -1,11 +1,12 @@
 -- rw_read_acquire: take a read-write lock's read side for a new owner.
--- Runs after fence.lua and rw.lua.
+-- Runs after fence.lua, time.lua, gone.lua and rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  unused (queue)
 -- KEYS[4]  waiting writers' deadlines (zset: owner id -> server time, ms)
 -- KEYS[5]  readers' deadlines (zset: owner id -> server time, ms)
+-- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
 -- ARGV[3]  unused (readers never queue)
@@ -21,6 +22,11 @@
 --
 -- Returns {1, token} when acquired, {0, wait} when not: the lock's pttl,
 -- or, when it is free but a writer waits, that writer's remaining deadline.
+-- Returns {0, -1} for an owner recorded as gone, and takes nothing: its
+-- caller gave up before this attempt landed.
+if is_gone(KEYS[6], ARGV[1]) then
+  return {0, -1}
+end
 if foreign(KEYS[1]) then
   return {0, redis.call('pttl', KEYS[1])}
 end

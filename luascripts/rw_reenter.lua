@@ -1,7 +1,7 @@
 -- rw_reenter: add a hold for an owner that holds a read-write lock's read
--- or write side, and refresh its lease to the full length. Readers re-enter
--- even while a writer waits: their chain holds the lock already. Runs after
--- rw.lua.
+-- or write side, and extend its lease to at least the given length. Readers
+-- re-enter even while a writer waits: their chain holds the lock already.
+-- Runs after time.lua and rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  readers' deadlines (zset: owner id -> server time, ms)
@@ -9,14 +9,23 @@
 -- ARGV[2]  lease, milliseconds
 -- ARGV[3]  hold count after this call
 --
+-- A re-entry never shortens anything: not the reader's deadline, not the
+-- readers' or the lock's expiry. The hold's first lease (a watchdog's, say)
+-- may be longer than the one this call passes, and its holder counts on it
+-- (its ValidUntil).
+--
 -- Returns 1 when the owner holds the lock at that count, 0 when it does not
 -- hold the lock.
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('hset', KEYS[1], ARGV[1], ARGV[3])
-if redis.call('zscore', KEYS[2], ARGV[1]) then
-  redis.call('zadd', KEYS[2], server_ms() + tonumber(ARGV[2]), ARGV[1])
+local deadline = redis.call('zscore', KEYS[2], ARGV[1])
+if deadline then
+  local later = server_ms() + tonumber(ARGV[2])
+  if later > tonumber(deadline) then
+    redis.call('zadd', KEYS[2], later, ARGV[1])
+  end
   extend(KEYS[2], ARGV[2])
 end
 extend(KEYS[1], ARGV[2])

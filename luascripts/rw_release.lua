@@ -1,22 +1,28 @@
 -- rw_release: end one hold of a read-write lock's owner, and wake waiters
 -- when the lock changes hands. For an owner that does not hold the lock,
 -- withdraw it as a waiting writer instead (a writer giving up). Runs after
--- rw.lua.
+-- time.lua, gone.lua and rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  unused (queue)
 -- KEYS[3]  waiting writers' deadlines (zset)
 -- KEYS[4]  readers' deadlines (zset)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[4]  hold count being ended: n > 1 leaves n - 1 holds; 1, or 0 for
 --          all holds, releases the owner's hold
+-- ARGV[5]  gone, milliseconds: "0" for a normal release; n > 0 also records
+--          the owner as gone for n ms, so that its acquire, if still on its
+--          way, is refused when it lands (and does not register it again
+--          as a waiting writer)
 --
 -- Wake-ups go to every waiter ("" payload): releasing the last reader wakes
 -- the writers; releasing the writer wakes the readers.
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
+record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   if redis.call('zrem', KEYS[3], ARGV[1]) == 1 and redis.call('zcard', KEYS[3]) == 0 then
     redis.call(ARGV[3], ARGV[2], '') -- readers held back by this writer may enter

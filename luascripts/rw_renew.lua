@@ -1,6 +1,8 @@
 -- rw_renew: extend a read-write lock hold's lease if its owner still holds
--- it: a reader's deadline, and the lock's TTL (never shortened: other
--- holders may need it longer). Never creates the lock. Runs after rw.lua.
+-- it, to at least the given length from now: a reader's deadline, and the
+-- lock's TTL (neither ever shortened: other holders may need the TTL longer,
+-- and an explicit extension may have set a later deadline). Never creates the lock. Runs after time.lua
+-- and rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  readers' deadlines (zset: owner id -> server time, ms)
@@ -16,7 +18,7 @@ if redis.call('zscore', KEYS[2], ARGV[1]) then
   if tonumber(redis.call('zscore', KEYS[2], ARGV[1])) <= now then
     return 0 -- its deadline passed: another operation may purge it now
   end
-  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+  redis.call('zadd', KEYS[2], 'GT', now + tonumber(ARGV[2]), ARGV[1]) -- never earlier
   extend(KEYS[2], ARGV[2])
 end
 extend(KEYS[1], ARGV[2])

@@ -1,12 +1,14 @@
 -- rw_write_acquire: take a read-write lock's write side for a new owner if
 -- nobody holds the lock; otherwise register the owner as a waiting writer
--- (Lock) or not (TryLock). Runs after fence.lua and rw.lua.
+-- (Lock) or not (TryLock). Runs after fence.lua, time.lua, gone.lua and
+-- rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  unused (queue)
 -- KEYS[4]  waiting writers' deadlines (zset: owner id -> server time, ms)
 -- KEYS[5]  readers' deadlines (zset: owner id -> server time, ms)
+-- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
 -- ARGV[3]  "1" to register as a waiting writer when not acquired, "0" not
@@ -18,7 +20,15 @@
 --
 -- Returns {1, token} when acquired. Returns {0, wait} when not: the
 -- milliseconds until the earliest holder's deadline (a dead reader's hold
--- ends then, though live readers keep the lock's TTL longer).
+-- ends then, though live readers keep the lock's TTL longer). Returns
+-- {0, -1} for an owner recorded as gone, and neither grants nor registers
+-- it as a waiting writer: its caller gave up before this attempt landed.
+--
+-- The waiting writers' expiry is only ever extended: writers may have
+-- different waiter timeouts.
+if is_gone(KEYS[6], ARGV[1]) then
+  return {0, -1}
+end
 if foreign(KEYS[1]) then
   return {0, redis.call('pttl', KEYS[1])}
 end

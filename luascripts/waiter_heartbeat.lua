@@ -1,6 +1,7 @@
 -- waiter_heartbeat: extend a waiting owner's deadline (fair lock waiters,
 -- read-write lock writers waiting), if it is still waiting; and purge the
--- waiters whose deadline passed, waking whoever may proceed now.
+-- waiters whose deadline passed, waking whoever may proceed now. Runs after
+-- time.lua.
 --
 -- KEYS[1]  the lock
 -- KEYS[2]  the queue (list of waiting owner ids; absent for rwlock)
@@ -15,10 +16,13 @@
 -- free, the first waiter left is woken by name; with no waiter left, every
 -- waiter is (readers held back by a dead writer).
 --
+-- The queue's and the deadlines' expiries are only ever extended: waiters
+-- may have different timeouts, and a short one must not make the keys
+-- expire under a waiter with a long one.
+--
 -- Returns 1 when extended, 0 when the owner is no longer waiting (it was
 -- purged, or it acquired).
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = server_ms()
 
 local purged = false
 for _, dead in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', now)) do
@@ -39,8 +43,6 @@ if not redis.call('zscore', KEYS[3], ARGV[1]) then
   return 0
 end
 redis.call('zadd', KEYS[3], 'XX', now + tonumber(ARGV[2]), ARGV[1])
-redis.call('pexpire', KEYS[3], ARGV[2])
-if redis.call('exists', KEYS[2]) == 1 then
-  redis.call('pexpire', KEYS[2], ARGV[2])
-end
+extend(KEYS[3], ARGV[2])
+extend(KEYS[2], ARGV[2])
 return 1

@@ -1,0 +1,15 @@
+-- fence_raise: raise a lock's fencing counter to at least a token issued
+-- on other servers. Redlock writes a grant's token (the largest its
+-- majority issued) back to that majority, so that any later majority, which
+-- shares a server with it, issues a larger one. Runs after fence.lua.
+--
+-- KEYS[1]  the fence counter
+-- ARGV[1]  token
+--
+-- Returns the counter after the call.
+local token = tonumber(ARGV[1])
+if tonumber(redis.call('get', KEYS[1]) or '0') < token then
+  redis.call('set', KEYS[1], ARGV[1])
+end
+redis.call('pexpire', KEYS[1], fence_ttl_ms)
+return tonumber(redis.call('get', KEYS[1]))

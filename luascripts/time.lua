@@ -1,0 +1,22 @@
+-- time: a fragment, not a script: prepended to every script that reads the
+-- server clock or sets the expiry of a key that several owners share.
+
+-- Returns the server's TIME in milliseconds. Deadlines stored in Redis use
+-- it, never a client's clock.
+local function server_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Extends key's TTL to at least ms milliseconds; never shortens it. Keys
+-- that several owners share (the queue, the waiters' and readers' deadlines,
+-- the gone owners, a lock's hash) must outlive the latest deadline any of
+-- them holds, and callers may use different leases and waiter timeouts: a
+-- caller with a short one must not make the key expire under another's
+-- longer deadline. A key without expiry (pttl -1) gets one; an absent key
+-- (pttl -2) stays absent.
+local function extend(key, ms)
+  if redis.call('pttl', key) < tonumber(ms) then
+    redis.call('pexpire', key, ms)
+  end
+end
