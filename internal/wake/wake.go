@@ -8,43 +8,78 @@
 // this Hub that has waited longest (a mutex can go to one waiter only, so
 // waking all would only make them race), and one whose payload is an owner
 // id wakes only that owner's waiter (the fair lock hands over to its first
-// waiter). Every subscription
-// confirmation, including the resubscription rueidis makes after a
-// reconnect, wakes every waiter, so a message published while the
-// connection was down is made up for by a retry. Waiters still bound their sleep by a timer: pub/sub
-// delivery is at most once.
+// waiter).
+//
+// Delivery model. A Hub subscribes on connections of its own, taken from
+// the rueidis client's dedicated pool and never shared with commands: one
+// for all channels (standalone, sentinel), or one per hash slot in use
+// (cluster, where SSUBSCRIBE pins a connection to the slot's node). Every
+// command on such a connection must be answered within a bound, and a
+// PING checks it every second or so; a connection that misses the bound,
+// loses a channel it did not leave, or breaks is closed and replaced by a
+// fresh one on which every channel is subscribed again. A connection is
+// never used again once a command on it went unanswered. Every subscription
+// confirmation, first or after such a restart, wakes every waiter of the
+// channel, so a message published while the subscription was down is made
+// up for by a retry. Waiters still bound their sleep by a timer: pub/sub
+// delivery is at most once, and nothing is delivered while Redis is
+// unreachable.
+//
+// A channel stays subscribed for a few seconds after its last waiter left,
+// so that waiters coming and going on a busy lock do not subscribe and
+// unsubscribe each time.
 package wake
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 )
 
-// unsubscribeTimeout bounds the UNSUBSCRIBE sent when a channel's last waiter
-// leaves or the Hub closes.
-const unsubscribeTimeout = 2 * time.Second
+// Defaults of the liveness bounds (see timing).
+const (
+	defaultPing   = time.Second
+	defaultReply  = 2 * time.Second
+	defaultLinger = 5 * time.Second
+	minBackoff    = 50 * time.Millisecond
+	maxBackoff    = 2 * time.Second
+)
 
-// Hub owns the subscriptions of one relock Client.
+// timing holds the bounds of a Hub's liveness checks; tests shorten them.
+type timing struct {
+	ping   time.Duration // how often an idle connection is checked with a PING
+	reply  time.Duration // how long any command on a connection, and a channel's confirmation, may take
+	linger time.Duration // how long a channel stays subscribed after its last waiter left
+}
+
+// Hub owns the subscriptions of one relock Client. It is not usable as a
+// zero value: call NewHub.
 type Hub struct {
 	rc      rueidis.Client
-	sharded bool // SSUBSCRIBE instead of SUBSCRIBE (cluster mode)
+	sharded bool // SSUBSCRIBE instead of SUBSCRIBE (cluster mode): one link per slot
 	log     *slog.Logger
+	timing  timing
 
 	mu     sync.Mutex
-	subs   map[string]*Sub // guarded by mu: the newest subscription of each channel, until its goroutine returns
-	closed bool            // guarded by mu
-	wg     sync.WaitGroup  // one per subscription goroutine
+	subs   map[string]*Sub  // guarded by mu: the Sub of each channel joined or lingering
+	links  map[uint16]*link // guarded by mu: the running link of each slot (0 unless sharded)
+	closed bool             // guarded by mu
+	wg     sync.WaitGroup   // one per link goroutine
 }
 
 // NewHub returns a Hub subscribing through rc. With sharded set it uses
-// sharded pub/sub (SSUBSCRIBE), as cluster mode needs.
+// sharded pub/sub (SSUBSCRIBE), as cluster mode needs. It does not contact
+// Redis: the first Join does.
 func NewHub(rc rueidis.Client, sharded bool, log *slog.Logger) *Hub {
-	return &Hub{rc: rc, sharded: sharded, log: log, subs: map[string]*Sub{}}
+	return newHub(rc, sharded, log, timing{ping: defaultPing, reply: defaultReply, linger: defaultLinger})
+}
+
+func newHub(rc rueidis.Client, sharded bool, log *slog.Logger, tm timing) *Hub {
+	return &Hub{rc: rc, sharded: sharded, log: log, timing: tm, subs: map[string]*Sub{}, links: map[uint16]*link{}}
 }
 
 // Sub is a Hub's subscription to one channel, shared by the waiters that
@@ -52,14 +87,24 @@ func NewHub(rc rueidis.Client, sharded bool, log *slog.Logger) *Hub {
 type Sub struct {
 	h       *Hub
 	channel string
-	refs    int                // guarded by h.mu: waiters that joined and did not leave
-	stopped bool               // guarded by h.mu: the last waiter left; unsubscribing
-	stop    func()             // ends the subscription; called with h.mu held
-	done    chan struct{}      // closed when the subscription's goroutine returned
+	link    *link // nil for a Sub made after Close: it never subscribes
+
+	// Guarded by h.mu; written by the link's goroutine and its hooks, and
+	// by Join and Leave (refs, idleSince).
+	refs      int       // waiters that joined and did not leave
+	idleSince time.Time // when refs last fell to 0
+	sent      bool      // SUBSCRIBE was sent on the link's current connection
+	sentAt    time.Time // when it was sent; the confirmation is due within timing.reply
+	refused   bool      // the server refused the subscription: not retried while this Sub lives
+
+	// live reports a confirmation on the link's current, healthy
+	// connection. Written with h.mu held, so that a late hook of a replaced
+	// connection cannot set it; read without.
+	live atomic.Bool
+
 	mu      sync.Mutex         // guards the fields below
 	targets map[string]*target // per waiting owner
 	seq     uint64             // orders targets by when their owner started waiting or was last woken alone
-	live    bool               // the server confirmed the subscription at least once
 }
 
 // target is one waiting owner's signal.
@@ -69,30 +114,37 @@ type target struct {
 	woken bool // closed by a wake-up for one waiter, and not taken up since
 }
 
-// Join returns the subscription to channel, starting it if this is its first
-// waiter. The caller must call Leave when it stops waiting. After Close, Join
-// returns a subscription whose signals never fire on a message.
+// Join returns the subscription to channel, starting it if no waiter joined
+// it lately. The caller must call Leave when it stops waiting. After Close,
+// Join returns a subscription whose signals never fire on a message.
 func (h *Hub) Join(channel string) *Sub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	prev := h.subs[channel]
-	if prev != nil && !prev.stopped {
-		prev.refs++
-		return prev
-	}
-	s := &Sub{h: h, channel: channel, refs: 1, done: make(chan struct{}), targets: map[string]*target{}}
-	if h.closed {
-		s.stop = func() {}
-		close(s.done)
+	if s := h.subs[channel]; s != nil {
+		s.refs++
 		return s
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.stop = cancel
-	// A previous subscription to channel may still be unsubscribing (prev):
-	// start after it ended, so that its UNSUBSCRIBE cannot follow our SUBSCRIBE.
+	s := &Sub{h: h, channel: channel, refs: 1, targets: map[string]*target{}}
+	if h.closed {
+		return s
+	}
+	var slot uint16
+	if h.sharded {
+		cmd := h.rc.B().Ssubscribe().Channel(channel).Build()
+		slot = cmd.Slot()
+	}
+	l := h.links[slot]
+	if l == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		l = &link{h: h, slot: slot, stop: cancel, kick: make(chan struct{}, 1), subs: map[string]*Sub{}}
+		h.links[slot] = l
+		h.wg.Add(1)
+		go l.run(ctx)
+	}
+	s.link = l
 	h.subs[channel] = s
-	h.wg.Add(1)
-	go s.run(ctx, prev)
+	l.subs[channel] = s
+	l.wake()
 	return s
 }
 
@@ -104,22 +156,19 @@ func (h *Hub) JoinLive(channel string) *Sub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.subs[channel]
-	if s == nil || s.stopped {
+	if s == nil || s.link == nil {
 		return nil
 	}
 	s.refs++
 	return s
 }
 
-// Live reports whether the server has confirmed the subscription. A waiter
-// that joins a live subscription after an attempt must try again at once:
-// a wake-up published between that attempt and the join reached nobody. One
-// that joins a subscription not yet live is woken by its confirmation.
-func (s *Sub) Live() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.live
-}
+// Live reports whether the server has confirmed the subscription on a
+// connection that has answered within its bound since. A waiter that joins
+// a live subscription after an attempt must try again at once: a wake-up
+// published between that attempt and the join reached nobody. One that
+// joins a subscription not live is woken by its next confirmation.
+func (s *Sub) Live() bool { return s.live.Load() }
 
 // WakeOne is the payload of a wake-up for one waiter per Hub: the one that
 // has waited longest. Lock kinds only one waiter can take publish it.
@@ -212,102 +261,30 @@ func (t *target) fire() {
 	}
 }
 
-// Leave ends this waiter's use of the subscription; the last waiter to leave
-// ends the subscription.
+// Leave ends this waiter's use of the subscription. The channel stays
+// subscribed for a while after its last waiter left (see the package doc).
 func (s *Sub) Leave() {
 	h := s.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s.refs--
-	if s.refs > 0 {
+	if s.refs > 0 || s.link == nil {
 		return
 	}
-	s.stopped = true
-	s.stop()
+	s.idleSince = time.Now()
+	s.link.wake()
 }
 
-func (s *Sub) run(ctx context.Context, prev *Sub) {
-	defer s.h.wg.Done()
-	defer func() {
-		s.h.mu.Lock()
-		if s.h.subs[s.channel] == s {
-			delete(s.h.subs, s.channel)
-		}
-		s.h.mu.Unlock()
-		close(s.done)
-	}()
-	if prev != nil {
-		select {
-		case <-prev.done:
-		case <-ctx.Done():
-			return
-		}
-	}
-	h := s.h
-	subscribe := h.rc.B().Subscribe().Channel(s.channel).Build()
-	unsubscribe := h.rc.B().Unsubscribe().Channel(s.channel).Build()
-	if h.sharded {
-		subscribe = h.rc.B().Ssubscribe().Channel(s.channel).Build()
-		unsubscribe = h.rc.B().Sunsubscribe().Channel(s.channel).Build()
-	}
-	rctx := rueidis.WithOnSubscriptionHook(ctx, func(p rueidis.PubSubSubscription) {
-		if p.Kind == "subscribe" || p.Kind == "ssubscribe" {
-			s.mu.Lock()
-			s.live = true
-			s.mu.Unlock()
-			s.wake("")
-		}
-	})
-	// Canceling ctx only makes Receive return; the server would go on sending
-	// the channel's messages. Unsubscribe on the same connection as it returns.
-	rctx = rueidis.WithOnReceiveReturnHook(rctx, func(err error, c rueidis.CommandClient) error {
-		if ctx.Err() != nil {
-			uctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
-			defer cancel()
-			if uerr := c.Do(uctx, unsubscribe.Pin()).Error(); uerr != nil && !rueidis.IsRedisNil(uerr) {
-				h.log.Debug("relock: unsubscribe failed", "channel", s.channel, "err", uerr)
-			}
-		}
-		return err
-	})
-	backoff := 10 * time.Millisecond
-	for {
-		err := h.rc.Receive(rctx, subscribe.Pin(), func(m rueidis.PubSubMessage) { s.wake(m.Message) })
-		if ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
-			return
-		}
-		if err == nil {
-			// An UNSUBSCRIBE we did not ask for (a stale one from an earlier
-			// subscription of the channel): subscribe again.
-			continue
-		}
-		if _, refused := rueidis.IsRedisErr(err); refused {
-			// The server refuses the subscription (no SSUBSCRIBE before
-			// Redis 7, an ACL): retrying will not help. Waiters fall back
-			// to their timers; the channel's next first waiter tries anew.
-			h.log.Error("relock: wake-up subscription refused; waiters fall back to timers", "channel", s.channel, "err", err)
-			return
-		}
-		h.log.Warn("relock: wake-up subscription failed; retrying, waiters fall back to timers meanwhile", "channel", s.channel, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, time.Second)
-	}
-}
-
-// Close ends every subscription and waits for their goroutines. Waiters that
-// are still joined keep working on their timers. Close is idempotent.
+// Close ends every subscription and waits for the Hub's goroutines, which
+// takes at most about a second, or the rueidis client's dial timeout when a
+// connection is being made to an unresponsive server. Waiters that are
+// still joined keep working on their timers. Close is idempotent.
 func (h *Hub) Close() {
 	h.mu.Lock()
 	if !h.closed {
 		h.closed = true
-		for _, s := range h.subs {
-			s.stop()
+		for _, l := range h.links {
+			l.stop()
 		}
 	}
 	h.mu.Unlock()

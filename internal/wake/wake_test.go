@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,26 +24,50 @@ const (
 	poll     = 5 * time.Millisecond // how often it looks
 )
 
-// counting is a rueidis.Client that counts the subscriptions started
-// (Receive calls) and those still running.
+// counting is a rueidis.Client that counts the dedicated connections a Hub
+// took (each subscribes once) and those it did not close yet.
 type counting struct {
 	rueidis.Client
 	started, running atomic.Int64
 }
 
-func (c *counting) Receive(ctx context.Context, subscribe rueidis.Completed, fn func(rueidis.PubSubMessage)) error {
+func (c *counting) Dedicate() (rueidis.DedicatedClient, func()) {
 	c.started.Add(1)
 	c.running.Add(1)
-	defer c.running.Add(-1)
-	return c.Client.Receive(ctx, subscribe, fn)
+	dc, release := c.Client.Dedicate()
+	return &countedConn{DedicatedClient: dc, c: c}, release
 }
 
+// countedConn counts its Close in its counting.
+type countedConn struct {
+	rueidis.DedicatedClient
+	c    *counting
+	once sync.Once
+}
+
+func (d *countedConn) Close() {
+	d.once.Do(func() { d.c.running.Add(-1) })
+	d.DedicatedClient.Close()
+}
+
+// Liveness bounds of the test Hubs: the defaults, but a channel is dropped
+// as soon as its last waiter left, so that tests see every unsubscription.
+const (
+	pingEvery    = time.Second
+	replyTimeout = 2 * time.Second
+)
+
 // newHub returns a Hub on a new client of srv, closed at cleanup, and the
-// client's counts.
+// client's counts. Its channels do not linger.
 func newHub(t *testing.T, srv *redistest.Server) (*wake.Hub, *counting) {
 	t.Helper()
+	return newHubLinger(t, srv, 0)
+}
+
+func newHubLinger(t *testing.T, srv *redistest.Server, linger time.Duration) (*wake.Hub, *counting) {
+	t.Helper()
 	rc := &counting{Client: srv.Client(t)}
-	h := wake.NewHub(rc, false, slog.New(slog.DiscardHandler))
+	h := wake.NewHubTiming(rc, false, slog.New(slog.DiscardHandler), pingEvery, replyTimeout, linger)
 	t.Cleanup(h.Close)
 	return h, rc
 }
@@ -165,7 +190,7 @@ func TestNextFires(t *testing.T) {
 		require.Equal(t, int64(1), publish(t, admin, ch, ""), "publish %d reached no subscriber", i)
 		fired(t, next, "publish "+strconv.Itoa(i))
 	}
-	assert.Equal(t, int64(1), rc.started.Load(), "subscriptions started")
+	assert.Equal(t, int64(1), rc.started.Load(), "connections taken")
 }
 
 // TestNamedWakeUps checks the wake-ups that name an owner: they wake only
@@ -221,7 +246,7 @@ func TestJoinsShareOneSubscription(t *testing.T) {
 		assert.Same(t, subs[0], subs[i], "join %d got a subscription of its own", i)
 	}
 	numsubIs(t, admin, ch, 1)
-	assert.Equal(t, int64(1), rc.started.Load(), "5 joins started more than one subscription")
+	assert.Equal(t, int64(1), rc.started.Load(), "5 joins took more than one connection")
 	next := subs[4].NextFor("waiter")
 	require.Equal(t, int64(1), publish(t, admin, ch, ""))
 	fired(t, next, "a publish")
@@ -241,14 +266,14 @@ func TestJoinsShareOneSubscription(t *testing.T) {
 	// The last one leaves: it ends.
 	subs[0].Leave()
 	numsubIs(t, admin, ch, 0)
-	eventually(t, "the subscription to return", func() bool { return rc.running.Load() == 0 })
+	eventually(t, "the connection to close", func() bool { return rc.running.Load() == 0 })
 
 	// Joining again subscribes again.
 	s := h.Join(ch)
 	defer s.Leave()
 	assert.NotSame(t, subs[0], s, "a join after the last leave got the ended subscription")
 	numsubIs(t, admin, ch, 1)
-	assert.Equal(t, int64(2), rc.started.Load(), "subscriptions started")
+	assert.Equal(t, int64(2), rc.started.Load(), "connections taken")
 	next = s.NextFor("waiter")
 	require.Equal(t, int64(1), publish(t, admin, ch, ""))
 	fired(t, next, "a publish after joining again")
@@ -282,40 +307,53 @@ func TestChurn(t *testing.T) {
 		return true
 	})
 	numsubIs(t, admin, ch, 1)
-	t.Logf("%d subscriptions started for 51 joins", rc.started.Load())
+	t.Logf("%d connections taken for 51 joins", rc.started.Load())
 
 	s.Leave()
 	numsubIs(t, admin, ch, 0)
-	eventually(t, "every subscription to return", func() bool { return rc.running.Load() == 0 })
+	eventually(t, "every connection to close", func() bool { return rc.running.Load() == 0 })
 	assert.Zero(t, numsub(t, admin, ch), "the channel is subscribed again after the last waiter left")
 }
 
-// TestResubscribeAfterKill kills the subscribed connection from another
-// client: the client reconnects and subscribes again, which fires Next.
+// TestResubscribeAfterKill kills the Hub's pub/sub connection from another
+// client: the Hub subscribes every channel again on a new connection, which
+// wakes every waiter, and later messages arrive.
 func TestResubscribeAfterKill(t *testing.T) {
 	srv := redistest.New(t)
 	admin := srv.Client(t)
-	h, _ := newHub(t, srv)
-	ch := channelOf(t, "")
+	h, rc := newHub(t, srv)
+	a, b := channelOf(t, ":a"), channelOf(t, ":b")
 
-	s := h.Join(ch)
-	defer s.Leave()
-	numsubIs(t, admin, ch, 1)
-	barrier(t, s, admin, ch)
+	sa, sb := h.Join(a), h.Join(b)
+	defer sa.Leave()
+	defer sb.Leave()
+	numsubIs(t, admin, a, 1)
+	numsubIs(t, admin, b, 1)
+	barrier(t, sa, admin, a)
+	barrier(t, sb, admin, b)
+	require.Equal(t, int64(1), rc.started.Load(), "two channels took more than one connection")
 
-	next := s.NextFor("waiter")
-	named := s.NextFor("waiter")
-	defer s.Forget("waiter")
+	nextA, nextB, named := sa.NextFor("waiter"), sb.NextFor("waiter"), sa.NextFor("named")
+	defer sa.Forget("named")
 	killed, err := do(t, admin, admin.B().ClientKill().TypePubsub().Build()).AsInt64()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), killed, "CLIENT KILL TYPE pubsub killed no connection")
-	fired(t, next, "the resubscription")
+	fired(t, nextA, "the resubscription of a")
+	fired(t, nextB, "the resubscription of b")
 	fired(t, named, "the resubscription (a named waiter)")
+	assert.Equal(t, int64(2), rc.started.Load(), "connections taken")
 
-	numsubIs(t, admin, ch, 1)
-	next = s.NextFor("waiter")
-	require.Equal(t, int64(1), publish(t, admin, ch, ""))
-	fired(t, next, "a publish after the resubscription")
+	numsubIs(t, admin, a, 1)
+	numsubIs(t, admin, b, 1)
+	for _, c := range []struct {
+		s       *wake.Sub
+		channel string
+	}{{sa, a}, {sb, b}} {
+		next := c.s.NextFor("waiter")
+		require.Equal(t, int64(1), publish(t, admin, c.channel, ""))
+		fired(t, next, "a publish after the resubscription")
+	}
+	assert.True(t, sa.Live(), "confirmed again")
 }
 
 func TestClose(t *testing.T) {
@@ -330,9 +368,9 @@ func TestClose(t *testing.T) {
 	numsubIs(t, admin, b, 1)
 
 	h.Close()
-	assert.Zero(t, rc.running.Load(), "a subscription still runs after Close")
-	assert.Zero(t, numsub(t, admin, a), "Close returned with channel a subscribed")
-	assert.Zero(t, numsub(t, admin, b), "Close returned with channel b subscribed")
+	assert.Zero(t, rc.running.Load(), "a connection is still open after Close")
+	numsubIs(t, admin, a, 0) // once the server saw the connection close
+	numsubIs(t, admin, b, 0)
 	h.Close()
 
 	// Waiters still joined leave safely.
@@ -348,7 +386,7 @@ func TestClose(t *testing.T) {
 	assert.Zero(t, publish(t, admin, a, ""), "a join after Close subscribed")
 	pending(t, next)
 	s.Leave()
-	assert.Equal(t, started, rc.started.Load(), "a join after Close started a subscription")
+	assert.Equal(t, started, rc.started.Load(), "a join after Close took a connection")
 	assert.Zero(t, numsub(t, admin, a))
 	h.Close()
 }
