@@ -31,6 +31,7 @@ func Drift(lease time.Duration) time.Duration { return lease/100 + 2*time.Millis
 // in a queue, which is kept the same way.
 type Entry struct {
 	call  luascripts.Call // the renewal; returns 1 when renewed, 0 when not held
+	own   Renewal         // or, when not nil, the renewal that runs on its own
 	lease time.Duration
 	renew bool
 	lost  func(error) // called at most once, from the watchdog; never after Remove returned true
@@ -55,6 +56,20 @@ func NewEntry(renewal luascripts.Call, lease time.Duration, renew bool, confirme
 	return e
 }
 
+// A Renewal renews a lease that cannot share a batch (one held on several
+// servers). It reports whether the lease is still held; an error means the
+// outcome is unknown, and the renewal is retried until the lease's validity
+// passes. It must return when ctx is canceled.
+type Renewal func(ctx context.Context) (held bool, err error)
+
+// NewOwnEntry returns a lease like NewEntry's, renewed every lease/3 by
+// renew on its own round trips rather than in the watchdog's batch.
+func NewOwnEntry(renew Renewal, lease time.Duration, confirmed time.Time, lost func(cause error)) *Entry {
+	e := &Entry{own: renew, lease: lease, renew: true, lost: lost}
+	e.confirm(confirmed)
+	return e
+}
+
 // confirm records that the lock was held for a full lease at t.
 func (e *Entry) confirm(t time.Time) {
 	if v := t.Add(e.lease - Drift(e.lease)); v.After(e.validUntil) {
@@ -63,6 +78,14 @@ func (e *Entry) confirm(t time.Time) {
 	if e.renew {
 		e.next = t.Add(e.lease / 3)
 	}
+}
+
+// name names the lease for logs: its lock's key.
+func (e *Entry) name() string {
+	if e.own != nil {
+		return "(several servers)"
+	}
+	return e.call.Keys[0]
 }
 
 // ValidUntil returns the time on the local monotonic clock until which the
@@ -76,10 +99,19 @@ func (e *Entry) ValidUntil() time.Time {
 	return e.validUntil
 }
 
+// Batch describes one renewal round trip, for New's report.
+type Batch struct {
+	Size    int           // renewals sent
+	Latency time.Duration // of the round trip
+	Failed  int           // renewals with no answer (retried until their lease ends)
+	Lost    int           // leases found lost
+}
+
 // Watchdog renews and watches leases. Its zero value is not usable; call New.
 type Watchdog struct {
-	rc  rueidis.Client
-	log *slog.Logger
+	rc     rueidis.Client
+	log    *slog.Logger
+	report func(Batch) // nil, or called after each renewal round trip
 
 	mu      sync.Mutex
 	entries map[*Entry]struct{} // guarded by mu: the live entries
@@ -89,12 +121,15 @@ type Watchdog struct {
 	wg      sync.WaitGroup // the loop and renewal batches in flight
 }
 
-// New starts the watchdog of a Client using rc. Close stops it.
-func New(rc rueidis.Client, log *slog.Logger) *Watchdog {
+// New starts the watchdog of a Client using rc. Close stops it. report, if
+// not nil, is called after each renewal round trip, from the watchdog's
+// goroutines; it must not block.
+func New(rc rueidis.Client, log *slog.Logger, report func(Batch)) *Watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watchdog{
 		rc:      rc,
 		log:     log,
+		report:  report,
 		entries: map[*Entry]struct{}{},
 		poke:    make(chan struct{}, 1),
 		ctx:     ctx,
@@ -129,6 +164,21 @@ func (w *Watchdog) Confirm(e *Entry, t time.Time) bool {
 		return false
 	}
 	e.confirm(t)
+	return true
+}
+
+// Extend records that e's lock was found held for at least d at t (an
+// explicit extension), and reports whether e is still live. Its validity
+// moves to t + d − Drift(d) if that is later; it never moves back.
+func (w *Watchdog) Extend(e *Entry, t time.Time, d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !e.live {
+		return false
+	}
+	if v := t.Add(d - Drift(d)); v.After(e.validUntil) {
+		e.validUntil = v
+	}
 	return true
 }
 
@@ -177,9 +227,18 @@ func (w *Watchdog) loop() {
 		for _, e := range lost {
 			e.lost(ErrExpired)
 		}
-		if len(batch) > 0 {
+		shared := batch[:0]
+		for _, e := range batch {
+			if e.own != nil {
+				w.wg.Add(1)
+				go w.renew([]*Entry{e})
+				continue
+			}
+			shared = append(shared, e)
+		}
+		if len(shared) > 0 {
 			w.wg.Add(1)
-			go w.renew(batch)
+			go w.renew(shared)
 		}
 		if due.IsZero() {
 			timer.Reset(time.Hour)
@@ -223,15 +282,13 @@ func (w *Watchdog) scan(now time.Time) (batch, lost []*Entry, due time.Time) {
 	return batch, lost, due
 }
 
-// renew sends the renewals of batch in one round trip and records the
-// outcomes.
+// renew sends the renewals of batch in one round trip (or runs the one
+// entry's own renewal) and records the outcomes.
 func (w *Watchdog) renew(batch []*Entry) {
 	defer w.wg.Done()
-	calls := make([]luascripts.Call, len(batch))
 	var deadline time.Time
 	w.mu.Lock()
-	for i, e := range batch {
-		calls[i] = e.call
+	for _, e := range batch {
 		if e.validUntil.After(deadline) {
 			deadline = e.validUntil
 		}
@@ -246,22 +303,24 @@ func (w *Watchdog) renew(batch []*Entry) {
 	stop := time.AfterFunc(time.Until(deadline), cancel)
 	defer stop.Stop()
 	sent := time.Now()
-	results := luascripts.ExecMulti(ctx, w.rc, calls...)
+	held, errs := w.send(ctx, batch)
+	latency := time.Since(sent)
 
 	var lost []*Entry
+	failed := 0
 	w.mu.Lock()
 	for i, e := range batch {
 		e.inflight = false
 		if !e.live {
 			continue
 		}
-		held, err := results[i].AsInt64()
-		switch {
+		switch err := errs[i]; {
 		case err != nil:
+			failed++
 			// Retry soon; the lease is lost if its validity passes first.
 			e.next = time.Now().Add(e.lease / 10)
-			w.log.Warn("relock: lease renewal failed; retrying", "key", e.call.Keys[0], "err", err)
-		case held == 1:
+			w.log.Warn("relock: lease renewal failed; retrying", "lease", e.name(), "err", err)
+		case held[i]:
 			e.confirm(sent)
 		default:
 			e.live = false
@@ -270,10 +329,32 @@ func (w *Watchdog) renew(batch []*Entry) {
 		}
 	}
 	w.mu.Unlock()
+	if w.report != nil {
+		w.report(Batch{Size: len(batch), Latency: latency, Failed: failed, Lost: len(lost)})
+	}
 	for _, e := range lost {
 		e.lost(ErrTaken)
 	}
 	w.wake()
+}
+
+// send runs the renewals of batch and returns each one's outcome: whether
+// the lease is held, or the error that left it unknown.
+func (w *Watchdog) send(ctx context.Context, batch []*Entry) (held []bool, errs []error) {
+	held, errs = make([]bool, len(batch)), make([]error, len(batch))
+	if len(batch) == 1 && batch[0].own != nil {
+		held[0], errs[0] = batch[0].own(ctx)
+		return held, errs
+	}
+	calls := make([]luascripts.Call, len(batch))
+	for i, e := range batch {
+		calls[i] = e.call
+	}
+	for i, r := range luascripts.ExecMulti(ctx, w.rc, calls...) {
+		n, err := r.AsInt64()
+		held[i], errs[i] = n == 1, err
+	}
+	return held, errs
 }
 
 // Why a lease was lost, as passed to an Entry's lost callback.
