@@ -14,7 +14,6 @@ import (
 
 	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/wake"
-	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/watchdog"
 )
 
@@ -24,25 +23,29 @@ const (
 	DefaultWatchdogTimeout = 30 * time.Second
 )
 
-// releaseTimeout bounds Unlock and the releases Close makes, whatever the
-// ctx given to Lock: a release runs after the caller's work, often in a defer.
-const releaseTimeout = 5 * time.Second
-
 // Client is the shared runtime of relock's locks: it holds the Redis client,
 // the watchdog that renews every lease, and the wake-up subscriptions of the
 // waiters. Create one per process (or per Redis deployment) and share it;
-// its methods and its locks are safe for concurrent use.
+// its methods and its locks are safe for concurrent use. The zero Client is
+// not usable: call New.
 type Client struct {
 	rc      rueidis.Client
 	prefix  string
 	timeout time.Duration // lease of watchdog-managed locks
 	log     *slog.Logger
-	publish string // "publish", or "spublish" in cluster mode
-	id      string // unique per Client; owner ids are id:seq
+	obs     Observer // nil: none
+	publish string   // "publish", or "spublish" in cluster mode
+	id      string   // unique per Client; owner ids are id:seq
 	seq     atomic.Uint64
 	wd      *watchdog.Watchdog
 	hub     *wake.Hub
 	done    chan struct{} // closed by Close: ends waits
+
+	// Background work: attempts whose caller stopped waiting, and cleanups.
+	// Close cancels bgCtx and waits for bg.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup // Add only under mu while !closed
 
 	mu     sync.Mutex
 	closed bool               // guarded by mu
@@ -72,7 +75,8 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		log:     cfg.log,
 		publish: "publish",
 		id:      uuid.NewString(),
-		wd:      watchdog.New(rc, cfg.log),
+		obs:     cfg.obs,
+		wd:      watchdog.New(rc, cfg.log, renewalReport(cfg.obs)),
 		hub:     wake.NewHub(rc, sharded, cfg.log),
 		done:    make(chan struct{}),
 		holds:   map[*hold]struct{}{},
@@ -80,6 +84,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	if sharded {
 		c.publish = "spublish"
 	}
+	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -106,29 +111,26 @@ func (c *Client) Close() error {
 
 	c.wd.Close()
 	c.releaseAll(holds)
+	// Attempts still on their way are cut short; each then releases what
+	// it may have taken, recording its owner as gone.
+	c.bgCancel()
+	c.bg.Wait()
 	c.hub.Close()
 	return nil
 }
 
-// releaseAll ends holds with ErrClosed and releases them in one round trip.
-func (c *Client) releaseAll(holds []*hold) {
-	if len(holds) == 0 {
-		return
+// renewalReport returns the watchdog's report of its round trips to o, or
+// nil without an Observer.
+func renewalReport(o Observer) func(watchdog.Batch) {
+	if o == nil {
+		return nil
 	}
-	calls := make([]luascripts.Call, len(holds))
-	for i, h := range holds {
-		h.end(fmt.Errorf("%w: the lease was released by Close", ErrClosed))
-		calls[i] = h.b.releaseCall(h.owner, 0)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	for i, r := range luascripts.ExecMulti(ctx, c.rc, calls...) {
-		if err := r.Error(); err != nil {
-			c.log.Warn("relock: release at Close failed; the lock expires after its lease", "lock", holds[i].b.short, "err", err)
-		}
+	return func(b watchdog.Batch) {
+		o.Renewed(Renewed{Leases: b.Size, Latency: b.Latency, Failed: b.Failed, Lost: b.Lost})
 	}
 }
 
+// isClosed reports whether Close has begun.
 func (c *Client) isClosed() bool {
 	select {
 	case <-c.done:
@@ -138,10 +140,14 @@ func (c *Client) isClosed() bool {
 	}
 }
 
+// newOwner returns a new owner id, unique across Clients: the Client's
+// UUID and a counter.
 func (c *Client) newOwner() string {
 	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10)
 }
 
+// init installs the engine behind the kinds (see internal/kind).
 func init() {
 	kind.Register(bind)
+	kind.RegisterMulti(bindMulti)
 }

@@ -1,7 +1,8 @@
 // Package relock provides distributed locks on Redis for Go services that run
 // as many processes: a plain mutex (package mutex), a lock that nested calls
 // may take again (package reentrant), a first-come-first-served lock
-// (package fair) and a read-write lock (package rwlock).
+// (package fair), a read-write lock (package rwlock), and one lock over
+// several independent Redis masters (package redlock).
 //
 // Every lock hangs off a Client, which holds the Redis connection (a
 // rueidis.Client the caller owns), one watchdog that renews all leases, and
@@ -26,42 +27,78 @@
 // outlives its holder by at most one lease. A renewal that finds the lock
 // gone or owned by another, or a lease whose validity passes without a
 // successful renewal (Redis unreachable, process paused), makes the lease
-// lost: its Context is canceled with cause ErrLockLost and its Unlock
-// returns ErrLockLost. The holder can only learn this while it runs, so a
+// lost: its Context is canceled with cause [ErrLockLost] and its
+// [Lease.Unlock] returns ErrLockLost. Lock never hands out a lease whose
+// [Lease.ValidUntil] has already passed (a grant whose reply came after its
+// lease is released and not used). The holder can only learn of a loss
+// while it runs, so a
 // holder paused past its lease (GC, SIGSTOP, a slow disk) may still act
 // after another has the lock.
 //
 // The locks are therefore advisory, as all lease locks are: they make
 // conflicts rare, and safe only where the protected resource takes part.
-// Every acquisition carries a fencing token (Lease.Token), strictly
+// Every acquisition carries a fencing token ([Lease.Token]), strictly
 // increasing per lock name across all clients and across Redis restarts
 // (the server clock is its floor). Send it with each write and have the
 // resource reject a token lower than the highest it has seen.
 //
-// A lock lives on one Redis master. Replication is asynchronous: a failover
-// can lose a granted lock. Lock times are never taken from the client's
+// A lock lives on one Redis master (package redlock spreads one over
+// several). Replication is asynchronous: a failover can lose a granted lock. Lock times are never taken from the client's
 // clock: Lease.ValidUntil is measured on the local monotonic clock from when
 // the last confirming command was sent, less an allowance for clock drift
 // (lease/100 + 2ms).
 //
 // # Ownership and waiting
 //
-// A lock's owner is carried by ctx, not by the goroutine: Lease.Context
+// A lock's owner is carried by ctx, not by the goroutine: [Lease.Context]
 // carries it, and a Lock of the same lock with that ctx re-enters (reentrant,
-// fair, rwlock) or fails with ErrWouldDeadlock (mutex). The ctx given to Lock
-// bounds the wait only; Unlock runs on its own timeout.
+// fair, rwlock) or fails with [ErrWouldDeadlock] (mutex, redlock). A call
+// chain may fan out: goroutines handed the ctx re-enter and may finish in
+// any order; each Unlock ends one lease, and the lock is released when the
+// last lease of the hold is unlocked.
+//
+// The ctx given to Lock bounds the wait only, and Lock returns within a few
+// milliseconds of its end whatever Redis does. An attempt still on its way
+// then finishes in the background, tracked by [Client.Close], and whoever
+// learns its outcome undoes it: a grant or a queue place is released after
+// its reply, and an owner whose reply never comes is recorded as gone, so
+// that its acquire, should it land later, is refused (no holder nobody
+// tracks). Unlock runs on its own timeout.
 //
 // Waiting never polls: an uncontended Lock is one round trip; a waiter
 // subscribes once to the lock's wake-up channel (one subscription per lock
-// per Client, shared by its waiters) and retries when the holder releases,
+// per Client, shared by its waiters, on a health-checked connection that is
+// replaced when it stops answering) and retries when the holder releases,
 // when the holder's lease would have expired, or after a few seconds at
 // most, since pub/sub may drop a message while reconnecting.
 //
+// # Observing
+//
+// [WithObserver] reports every acquisition, release, renewal and loss to an
+// [Observer]; the module github.com/relockgo/relock/otel turns them into
+// OpenTelemetry metrics and spans.
+//
 // # Redis layout
 //
-// For prefix P (WithKeyPrefix) and lock name N, every key of a lock shares
-// the hash tag {N}, so a lock lives in one cluster slot: P:{N} is the lock,
-// P:{N}:fence its last token, and P:{N}:wake its wake-up channel; fair and
-// read-write locks add P:{N}:queue, P:{N}:waiters and P:{N}:readers. Locks of
-// different kinds with the same name share P:{N} and exclude each other.
+// Any non-empty byte string is a lock name. For prefix P (WithKeyPrefix) and
+// lock name N, the keys hold E: N with '%', '{' and '}' percent-encoded as
+// %25, %7B and %7D, every other byte as it is, so that common names read in
+// redis-cli as they were written (order:{42} becomes order:%7B42%7D). E holds
+// no brace, so every key of a lock shares the hash tag {E} and the lock lives
+// in one cluster slot; different names give different E, so two locks never
+// share a key. The keys of a lock:
+//
+//   - P:{E}, the lock: a string (mutex) or a hash of owner → hold count;
+//   - P:{E}:fence, the last fencing token issued;
+//   - P:{E}:queue, fair waiters in arrival order;
+//   - P:{E}:waiters, fair waiters' deadlines, or a read-write lock's waiting
+//     writers' deadlines;
+//   - P:{E}:readers, a read-write lock's readers' deadlines;
+//   - P:{E}:gone, owners whose acquire may still land after they gave up,
+//     refused when it does;
+//   - P:{E}:wake, the wake-up channel (sharded pub/sub in cluster mode).
+//
+// Locks of different kinds with the same name share P:{E} and exclude each
+// other. The relock command (relock inspect, relock list) takes and shows
+// the original name N, never E.
 package relock

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -21,9 +20,11 @@ import (
 // once) and the holder's lease is long.
 const maxWait = 5 * time.Second
 
-// abandonTimeout bounds the release of an acquisition whose reply was lost,
-// or of a waiter's place in a queue.
-const abandonTimeout = time.Second
+// minGone is the least time an owner that gave up with an acquire
+// unanswered stays recorded as gone. The acquire can only land while it is
+// still on its way to Redis; past this, a late landing holds the lock until
+// its lease ends, as a crashed holder's would.
+const minGone = time.Minute
 
 // binding is one named lock of one kind on a Client: the engine's side of
 // kind.Binding. It is immutable.
@@ -38,15 +39,23 @@ type binding struct {
 	fixed         bool   // lease set by WithLease: not renewed
 	waiterTimeout time.Duration
 	waiterMs      string
-	err           error // invalid name or option: every call fails with it
+	goneMs        string // how long an owner that gave up stays recorded as gone
+	nodeTimeout   time.Duration
+	multi         *multi // the lock's bindings on several masters (Redlock), or nil
+	err           error  // invalid name or option: every call fails with it
 }
 
-func bind(client any, name string, spec *kind.Spec, opts any) kind.Binding {
-	c, _ := client.(*Client)
+// bind is the engine's side of kind.New: every lock a kind makes is a
+// binding. An invalid argument is kept, and returned by every call.
+func bind(c *Client, name string, spec *kind.Spec, opts []LockOption) kind.Binding[*Lease] {
+	return newBinding(c, name, spec, opts)
+}
+
+// newBinding is bind for the engine's own use: the concrete binding.
+func newBinding(c *Client, name string, spec *kind.Spec, opts []LockOption) *binding {
 	b := &binding{c: c, spec: spec, name: name, short: shortName(name)}
 	cfg := lockConfig{waiterTimeout: DefaultWaiterTimeout}
-	lockOpts, _ := opts.([]LockOption)
-	for _, o := range lockOpts {
+	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
 		}
@@ -56,8 +65,6 @@ func bind(client any, name string, spec *kind.Spec, opts any) kind.Binding {
 		b.err = b.errorf(ErrInvalid, "nil Client")
 	case name == "":
 		b.err = b.errorf(ErrInvalid, "empty name")
-	case strings.ContainsAny(name, "{}"):
-		b.err = b.errorf(ErrInvalid, "name holds '{' or '}', which would change its cluster hash tag")
 	case cfg.err != nil:
 		b.err = fmt.Errorf("%w (%s %s)", cfg.err, spec.Kind, b.short)
 	}
@@ -72,9 +79,15 @@ func bind(client any, name string, spec *kind.Spec, opts any) kind.Binding {
 	b.ms = strconv.FormatInt(b.lease.Milliseconds(), 10)
 	b.waiterTimeout = cfg.waiterTimeout
 	b.waiterMs = strconv.FormatInt(cfg.waiterTimeout.Milliseconds(), 10)
+	b.goneMs = strconv.FormatInt(max(b.lease, b.waiterTimeout, minGone).Milliseconds(), 10)
+	b.nodeTimeout = cfg.nodeTimeout
+	if b.nodeTimeout == 0 {
+		b.nodeTimeout = max(b.lease/50, 5*time.Millisecond)
+	}
 	return b
 }
 
+// shortName is name as errors quote it: at most 64 bytes, quoted.
 func shortName(name string) string {
 	const most = 64
 	if len(name) > most {
@@ -88,11 +101,12 @@ func (b *binding) errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s %s: %s", sentinel, b.kind(), b.short, fmt.Sprintf(format, args...))
 }
 
-// Wrap annotates err with the lock and the operation.
-func (b *binding) Wrap(op string, err error) error {
+// wrap annotates err with the lock and the operation.
+func (b *binding) wrap(op string, err error) error {
 	return fmt.Errorf("relock: %s %s: %s: %w", b.kind(), b.short, op, err)
 }
 
+// kind names the lock's kind (and side) in errors and observer events.
 func (b *binding) kind() string {
 	if b.spec.Mode != "" {
 		return b.spec.Kind + " (" + b.spec.Mode + ")"
@@ -100,7 +114,9 @@ func (b *binding) kind() string {
 	return b.spec.Kind
 }
 
-func (b *binding) Check() error {
+// check returns the error every call on this lock fails with: an invalid
+// name or option (ErrInvalid), a closed Client (ErrClosed); or nil.
+func (b *binding) check() error {
 	if b.err != nil {
 		return b.err
 	}
@@ -110,19 +126,10 @@ func (b *binding) Check() error {
 	return nil
 }
 
-func (b *binding) Redis() rueidis.Client { return b.c.rc }
-func (b *binding) Keys() kind.Keys       { return b.keys }
-func (b *binding) Publish() string       { return b.c.publish }
-
-func (b *binding) Owner(ctx context.Context) (string, bool) {
-	if h := heldBy(ctx, b.c, b.keys.Lock, b.spec.Mode); h != nil {
-		return h.owner, true
-	}
-	return "", false
-}
-
 // The scripts' calls, laid out as kind.Spec says.
 
+// acquireCall is an acquire attempt of owner: queued when wait is set (a
+// Lock), and taken within the hold of owner within (a downgrade) if set.
 func (b *binding) acquireCall(owner string, wait bool, within string) luascripts.Call {
 	flag := "0"
 	if wait {
@@ -131,11 +138,12 @@ func (b *binding) acquireCall(owner string, wait bool, within string) luascripts
 	k := b.keys
 	return luascripts.Call{
 		Script: b.spec.Acquire,
-		Keys:   []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers},
+		Keys:   []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone},
 		Args:   []string{owner, b.ms, flag, b.waiterMs, k.Wake, b.c.publish, within},
 	}
 }
 
+// reenterCall is owner's re-entry, naming the hold count after it.
 func (b *binding) reenterCall(owner string, depth int) luascripts.Call {
 	return luascripts.Call{
 		Script: b.spec.Reenter,
@@ -145,24 +153,38 @@ func (b *binding) reenterCall(owner string, depth int) luascripts.Call {
 }
 
 // releaseCall is the release of owner's hold at depth (0: all of it), or
-// the withdrawal of owner as a waiter.
-func (b *binding) releaseCall(owner string, depth int) luascripts.Call {
+// the withdrawal of owner as a waiter. With gone set, owner is also
+// recorded as gone, so that an acquire of owner that is still on its way
+// is refused when it lands.
+func (b *binding) releaseCall(owner string, depth int, gone bool) luascripts.Call {
 	k := b.keys
+	goneMs := "0"
+	if gone {
+		goneMs = b.goneMs
+	}
 	return luascripts.Call{
 		Script: b.spec.Release,
-		Keys:   []string{k.Lock, k.Queue, k.Waiters, k.Readers},
-		Args:   []string{owner, k.Wake, b.c.publish, strconv.Itoa(depth)},
+		Keys:   []string{k.Lock, k.Queue, k.Waiters, k.Readers, k.Gone},
+		Args:   []string{owner, k.Wake, b.c.publish, strconv.Itoa(depth), goneMs},
 	}
 }
 
+// renewCall is the watchdog's renewal of owner's hold for the lock's lease.
 func (b *binding) renewCall(owner string) luascripts.Call {
+	return b.extendCall(owner, b.ms)
+}
+
+// extendCall is the renewal of owner's hold for ms milliseconds from now;
+// the renewal scripts never shorten a lease.
+func (b *binding) extendCall(owner, ms string) luascripts.Call {
 	return luascripts.Call{
 		Script: b.spec.Renew,
 		Keys:   []string{b.keys.Lock, b.keys.Readers},
-		Args:   []string{owner, b.ms},
+		Args:   []string{owner, ms},
 	}
 }
 
+// heartbeatCall keeps waiting owner's place for the waiter timeout.
 func (b *binding) heartbeatCall(owner string) luascripts.Call {
 	k := b.keys
 	return luascripts.Call{
@@ -172,6 +194,8 @@ func (b *binding) heartbeatCall(owner string) luascripts.Call {
 	}
 }
 
+// exec runs call alone: one round trip (two when the server lacks the
+// script).
 func exec(ctx context.Context, rc rueidis.Client, call luascripts.Call) rueidis.RedisResult {
 	return call.Script.Exec(ctx, rc, call.Keys, call.Args)
 }
@@ -194,6 +218,8 @@ func join(a, b error) error {
 	return fmt.Errorf("%w: %w", a, b)
 }
 
+// isRedisErr reports whether err is Redis's answer (a refusal), not a
+// network or client error that leaves the outcome unknown.
 func isRedisErr(err error) bool {
 	_, ok := rueidis.IsRedisErr(err)
 	return ok
@@ -202,18 +228,47 @@ func isRedisErr(err error) bool {
 // Acquire is the engine's acquire loop, shared by every kind. The
 // uncontended path is one round trip. A Lock joins the lock's wake-up
 // subscription before its first attempt if this Client already has one, or
-// after a failed attempt otherwise (retrying when the subscription is
-// confirmed), and then retries after each wake-up, each expiry of what blocks it, or maxWait, whichever
-// comes first, until ctx ends. A kind whose waiters leave a trace in Redis
-// (a queue) has their places kept by the watchdog's heartbeats and
-// withdrawn when they stop waiting. Lock (not TryLock) waits out network
-// errors the same way, with a backoff.
-func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
-	if err := b.Check(); err != nil {
+// after a failed attempt otherwise (retrying at once if the subscription is
+// live already), and then retries after each wake-up, each expiry of what
+// blocks it, or maxWait, whichever comes first, until ctx ends. A kind whose
+// waiters leave a trace in Redis (a queue) has their places kept by the
+// watchdog's heartbeats and withdrawn when they stop waiting. Lock (not
+// TryLock) waits out network errors the same way, with a backoff.
+//
+// Acquire returns within a few milliseconds of ctx's end whatever Redis
+// does: an attempt still on its way then finishes in the background, and
+// whoever learns its outcome cleans up after it (see waiter.attempt).
+func (b *binding) Acquire(ctx context.Context, try bool) (*Lease, error) {
+	if b.err == nil && b.c.obs != nil {
+		return b.observe(ctx, try, b.c.obs)
+	}
+	return b.acquire(ctx, try)
+}
+
+// observe is Acquire told to o.
+func (b *binding) observe(ctx context.Context, try bool, o Observer) (*Lease, error) {
+	start := time.Now()
+	e := LockDone{LockStart: LockStart{Kind: b.kind(), Name: b.name, Try: try}}
+	e.Reentry = heldBy(ctx, b.c, b.keys.Lock, b.spec.Mode) != nil
+	octx := o.LockStarted(ctx, e.LockStart)
+	l, err := b.acquire(ctx, try)
+	e.Wait, e.Err = time.Since(start), err
+	if l != nil {
+		// The lease says what happened: the ctx's hold may have ended
+		// between the check above and the engine's own.
+		e.Token, e.Reentry = l.Token(), !l.first
+	}
+	o.LockDone(octx, e)
+	return l, err
+}
+
+// acquire is Acquire.
+func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
+	if err := b.check(); err != nil {
 		return nil, err
 	}
 	if ctx.Err() != nil {
-		return nil, b.Wrap("lock", ctxErr(ctx))
+		return nil, b.wrap("lock", ctxErr(ctx))
 	}
 	spec := b.spec
 	if h := heldBy(ctx, b.c, b.keys.Lock, spec.Mode); h != nil {
@@ -222,6 +277,9 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 	if spec.Conflicts != "" && heldBy(ctx, b.c, b.keys.Lock, spec.Conflicts) != nil {
 		return nil, b.errorf(ErrWouldDeadlock, "lock: this call chain holds its %s side", spec.Conflicts)
 	}
+	if b.multi != nil {
+		return b.multi.acquire(ctx, b, try)
+	}
 	within := ""
 	if spec.Within != "" {
 		if h := heldBy(ctx, b.c, b.keys.Lock, spec.Within); h != nil {
@@ -229,59 +287,79 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 		}
 	}
 
-	w := waiter{b: b, owner: b.c.newOwner()}
+	w := &waiter{b: b, owner: b.c.newOwner(), within: within, queue: !try}
 	defer w.leave()
 	if !try {
 		// Other waiters of this Client keep the lock's wake-ups coming:
 		// listen from before the first attempt (a local step, no round trip).
 		w.sub = b.c.hub.JoinLive(b.keys.Wake)
 	}
-	backoff := 10 * time.Millisecond // after an attempt that failed on the network
-	again := false                   // the last attempt was an immediate retry
-	held := false                    // an attempt found the lock held by another
+	bo := newBackoff()
+	again := false // the last attempt was an immediate retry
+	held := false  // an attempt found the lock held by another
 	for {
 		next := w.next()
 		sent := time.Now()
-		token, wait, err := b.tryAcquire(ctx, w.owner, !try, within)
+		token, wait, err := w.attempt(ctx)
 		switch {
-		case err != nil && ctx.Err() != nil && held:
-			// ctx ended during an attempt, after others found the lock held.
-			return nil, join(b.errorf(ErrNotAcquired, "lock"), ctxErr(ctx))
-		case err != nil && ctx.Err() != nil:
-			return nil, b.Wrap("lock", ctxErr(ctx))
+		case errors.Is(err, errGaveUp):
+			// ctx ended before the reply; the attempt cleans up after
+			// itself. Reporting the lock as held needs an attempt that
+			// found it so.
+			if held {
+				return nil, join(b.errorf(ErrNotAcquired, "lock"), ctxErr(ctx))
+			}
+			return nil, b.wrap("lock", ctxErr(ctx))
+		case err != nil && (errors.Is(err, rueidis.ErrClosing) || b.c.isClosed()):
+			return nil, b.errorf(ErrClosed, "lock: %v", err)
 		case err != nil && (try || isRedisErr(err)):
-			return nil, b.Wrap("lock", err)
+			return nil, b.wrap("lock", err)
 		case err != nil:
 			b.c.log.Warn("relock: acquire failed; retrying", "lock", b.short, "err", err)
-			if werr := b.wait(ctx, nil, backoff); werr != nil {
-				return nil, b.Wrap("lock", join(err, werr))
+			if !bo.sleep(ctx) {
+				return nil, b.wrap("lock", join(err, ctxErr(ctx)))
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		case token > 0:
-			w.acquired = true
-			return b.grant(ctx, w.owner, token, sent)
+			lease, err := b.grant(ctx, w.owner, token, sent)
+			if lease != nil || err != nil {
+				w.acquired = lease != nil
+				return lease, err
+			}
+			// The grant came after its validity had passed: it is being
+			// released. Try again as a new owner, so that that release
+			// cannot undo a later grant.
+			if try {
+				return nil, b.errorf(ErrNotAcquired, "try lock: the grant arrived after its lease")
+			}
+			w.restart(false)
+			continue
 		case try:
 			return nil, b.errorf(ErrNotAcquired, "try lock")
 		}
 		held = true
-		backoff = 10 * time.Millisecond
+		bo = newBackoff()
 		w.waited(sent)
 		if w.sub == nil {
-			w.join()
+			w.sub = b.c.hub.Join(b.keys.Wake)
+			// Take the signal before asking whether the subscription is
+			// live: a confirmation in between then fires it, or is seen.
+			next = w.next()
+			if joinedHook != nil {
+				joinedHook()
+			}
 			if w.sub.Live() {
 				// A release between the attempt and the join published to
 				// nobody here: try again at once.
 				continue
 			}
-			next = w.next() // fires on the subscription's confirmation
 		}
 		d := maxWait
 		switch {
-		case wait == -2 && !again: // gone since the attempt: try again at once, once
+		case wait == kind.WaitRetry && !again: // gone since the attempt: try again at once, once
 			again = true
 			continue
-		case wait == -2:
+		case wait == kind.WaitRetry:
 			d = time.Millisecond
 		case wait >= 0:
 			d = min(d, time.Duration(wait+1)*time.Millisecond)
@@ -296,14 +374,25 @@ func (b *binding) Acquire(ctx context.Context, try bool) (any, error) {
 	}
 }
 
-// waiter is the state of one Acquire that had to wait.
+// joinedHook, when set (by tests only), runs between taking the wake-up
+// signal and asking whether a just-joined subscription is live.
+var joinedHook func()
+
+// errGaveUp reports an attempt whose caller's ctx ended before its reply.
+var errGaveUp = errors.New("gave up waiting for the reply")
+
+// waiter is the state of one Acquire: its owner id and what it must undo
+// when it stops without the lock.
 type waiter struct {
 	b        *binding
 	owner    string
-	sub      *wake.Sub       // the lock's wake-ups, once joined
-	queued   bool            // the owner left a trace in Redis to withdraw
-	entry    *watchdog.Entry // heartbeats keeping the owner's place; nil if none
+	within   string          // see kind.Spec.Within
+	queue    bool            // attempts queue the owner (Lock), or not (TryLock)
+	sub      *wake.Sub       // the lock's wake-up subscription, once joined
+	queued   bool            // an answered attempt left owner in a queue
+	entry    *watchdog.Entry // heartbeats keeping owner's place; nil if none
 	acquired bool
+	inflight bool // an attempt of owner is still on its way; it cleans up
 }
 
 // next returns the wake-up signal to wait for after the coming attempt, or
@@ -315,18 +404,141 @@ func (w *waiter) next() <-chan struct{} {
 	return w.sub.NextFor(w.owner)
 }
 
-func (w *waiter) join() {
-	w.sub = w.b.c.hub.Join(w.b.keys.Wake)
+// attempt makes one acquire attempt for w.owner and returns the fencing
+// token when acquired, else how long nothing changes without a wake-up, in
+// milliseconds (see kind.Spec). An error is rueidis's, unwrapped, or
+// errGaveUp when ctx ended first.
+//
+// With a ctx that can end, the attempt runs in a goroutine of its own, so
+// that the caller can return at ctx's end even while rueidis is stuck (a
+// dial, a stalled connection). When the caller gave up, that goroutine
+// learns the outcome and undoes it: a grant or a queue place is released
+// after its reply, so the release cannot land first; an outcome it cannot
+// learn (a network error) is released with owner recorded as gone, so that
+// the acquire, if it lands later, is refused.
+func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
+	b, c := w.b, w.b.c
+	if w.entry != nil {
+		// The attempt renews the owner's place itself when it lands.
+		// Heartbeats meanwhile would keep the place of a waiter that cannot
+		// act — its attempt stuck on a stalled connection while heartbeats
+		// pass on another — and hold up every waiter behind it (readers
+		// behind a waiting writer, a fair queue behind its head). Without
+		// them the place lapses at its deadline; waited renews them after.
+		c.wd.Remove(w.entry)
+		w.entry = nil
+	}
+	call := b.acquireCall(w.owner, w.queue, w.within)
+	if ctx.Done() == nil {
+		return w.outcome(exec(ctx, c.rc, call).AsIntSlice())
+	}
+	type result struct {
+		v   []int64
+		err error
+	}
+	owner, queue := w.owner, w.queue && b.spec.Heartbeat != luascripts.None
+	r, err := within(ctx, c, func(bg context.Context) result {
+		v, err := exec(bg, c.rc, call).AsIntSlice()
+		return result{v, err}
+	}, func(r result) {
+		switch {
+		case r.err != nil && isRedisErr(r.err):
+			// Refused: nothing happened.
+		case r.err != nil:
+			c.cleanup(b, owner, 0, true)
+		case len(r.v) == 2 && r.v[0] == 1:
+			c.cleanup(b, owner, 0, false)
+		case queue:
+			c.cleanup(b, owner, 0, false)
+		}
+	})
+	if err != nil {
+		w.inflight = errors.Is(err, errGaveUp)
+		return 0, 0, err
+	}
+	return w.outcome(r.v, r.err)
+}
+
+// within runs f on the Client's background context and returns its result,
+// unless ctx ends first (errGaveUp) or the Client is closed
+// (rueidis.ErrClosing). After errGaveUp, f goes on in the background — Close
+// cancels it and waits for it — and late, if not nil, gets its result.
+func within[T any](ctx context.Context, c *Client, f func(context.Context) T, late func(T)) (T, error) {
+	var zero T
+	reply := make(chan T) // unbuffered: a send succeeds only while the caller waits
+	gaveUp := make(chan struct{})
+	if !c.spawn(func() {
+		v := f(c.bgCtx)
+		select {
+		case reply <- v:
+		case <-gaveUp:
+			if late != nil {
+				late(v)
+			}
+		}
+	}) {
+		return zero, rueidis.ErrClosing
+	}
+	select {
+	case v := <-reply:
+		return v, nil
+	case <-ctx.Done():
+		close(gaveUp)
+		return zero, errGaveUp
+	}
+}
+
+// outcome reads an attempt's reply. After a network error, whether the
+// attempt ran is unknown: w.owner is abandoned as gone and the waiter goes
+// on as a new owner.
+func (w *waiter) outcome(v []int64, err error) (token, wait int64, _ error) {
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("unexpected reply %v", v)
+	}
+	if err != nil {
+		if !isRedisErr(err) && !errors.Is(err, rueidis.ErrClosing) {
+			w.restart(true)
+		}
+		return 0, 0, err
+	}
+	if v[0] == 1 {
+		return v[1], 0, nil
+	}
+	if w.queue && w.b.spec.Heartbeat != luascripts.None {
+		w.queued = true
+	}
+	return 0, v[1], nil
+}
+
+// restart abandons w.owner — in the background; recorded as gone when an
+// attempt of it went unanswered — and makes the waiter a new owner, which
+// starts from the back of any queue.
+func (w *waiter) restart(gone bool) {
+	w.b.c.abandon(w.b, w.owner, 0, gone)
+	w.forget()
+	w.owner = w.b.c.newOwner()
+}
+
+// forget drops what keeps w.owner waiting locally: its wake-up signal and
+// its heartbeats.
+func (w *waiter) forget() {
+	if w.sub != nil {
+		w.sub.Forget(w.owner)
+	}
+	if w.entry != nil {
+		w.b.c.wd.Remove(w.entry)
+		w.entry = nil
+	}
+	w.queued = false
 }
 
 // waited records a failed attempt sent at sent, which queued the owner if
 // the kind queues waiters: the watchdog keeps its place from then on.
 func (w *waiter) waited(sent time.Time) {
 	b := w.b
-	if b.spec.Heartbeat == nil {
+	if !w.queued {
 		return
 	}
-	w.queued = true
 	if w.entry != nil && b.c.wd.Confirm(w.entry, sent) {
 		return
 	}
@@ -336,17 +548,16 @@ func (w *waiter) waited(sent time.Time) {
 }
 
 // leave ends the wait: the subscription, the heartbeats, and the owner's
-// place in the queue if it did not acquire.
+// place in the queue if it did not acquire. It never waits for Redis.
 func (w *waiter) leave() {
+	queued := w.queued
+	w.forget()
 	if w.sub != nil {
-		w.sub.Forget(w.owner)
 		w.sub.Leave()
 	}
-	if w.entry != nil {
-		w.b.c.wd.Remove(w.entry)
-	}
-	if w.queued && !w.acquired {
-		w.b.abandon(w.owner, 1)
+	if queued && !w.acquired && !w.inflight {
+		// The attempt in flight, if any, withdraws the owner itself.
+		w.b.c.abandon(w.b, w.owner, 0, false)
 	}
 }
 
@@ -367,65 +578,11 @@ func (b *binding) wait(ctx context.Context, next <-chan struct{}, d time.Duratio
 	}
 }
 
-// tryAcquire makes one attempt for a new owner, queuing it if wait is set
-// and the kind queues waiters. It returns the fencing token when acquired,
-// else how long nothing changes without a wake-up, in milliseconds (see
-// kind.Spec). An error is rueidis's, unwrapped.
-func (b *binding) tryAcquire(ctx context.Context, owner string, wait bool, within string) (token, waitMs int64, err error) {
-	v, err := exec(ctx, b.c.rc, b.acquireCall(owner, wait, within)).AsIntSlice()
-	if err == nil && len(v) != 2 {
-		err = fmt.Errorf("unexpected reply %v", v)
-	}
-	if err != nil {
-		if !isRedisErr(err) {
-			// The script may have run and its reply been lost.
-			b.abandon(owner, 1)
-		}
-		return 0, 0, err
-	}
-	if v[0] == 1 {
-		return v[1], 0, nil
-	}
-	return 0, v[1], nil
-}
-
-// abandon releases, best-effort, what owner may hold at depth or where it
-// may wait: after an acquisition whose reply was lost, or a waiter leaving.
-func (b *binding) abandon(owner string, depth int) {
-	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
-	defer cancel()
-	if err := exec(ctx, b.c.rc, b.releaseCall(owner, depth)).Error(); err != nil {
-		b.c.log.Warn("relock: best-effort release failed; it expires on its own", "lock", b.short, "err", err)
-	}
-}
-
-// grant makes the lease of a first acquisition, confirmed when sent.
-func (b *binding) grant(ctx context.Context, owner string, token int64, sent time.Time) (*Lease, error) {
-	h := &hold{b: b, owner: owner, token: token, depth: 1}
-	h.ctx, h.end = context.WithCancelCause(context.Background())
-	h.entry = watchdog.NewEntry(b.renewCall(owner), b.lease, !b.fixed, sent, func(why error) {
-		b.c.forget(h)
-		h.end(b.errorf(ErrLockLost, "%v", why))
-	})
-	c := b.c
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		b.abandon(owner, 0)
-		return nil, b.errorf(ErrClosed, "lock: the Client closed while acquiring")
-	}
-	c.holds[h] = struct{}{}
-	c.mu.Unlock()
-	if !c.wd.Add(h.entry) {
-		// Close came between: it releases h.
-		return nil, b.errorf(ErrClosed, "lock: the Client closed while acquiring")
-	}
-	return newLease(ctx, h, 1), nil
-}
-
-// reenter adds a lease to a hold that ctx carries.
+// reenter adds a lease to h, which ctx carries. The re-entry refreshes the
+// hold with the hold's own lease, never the lease this binding was made
+// with: a re-entry never shortens the hold.
 func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
-	if b.spec.Reenter == nil {
+	if b.spec.Reenter == luascripts.None {
 		return nil, b.errorf(ErrWouldDeadlock, "lock: this call chain holds it already")
 	}
 	h.mu.Lock()
@@ -433,30 +590,43 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 	if err := context.Cause(h.ctx); err != nil {
 		return nil, err
 	}
-	depth := h.depth + 1
+	count := h.count + 1
 	sent := time.Now()
-	n, err := exec(ctx, b.c.rc, b.reenterCall(h.owner, depth)).AsInt64()
+	call := h.b.reenterCall(h.owner, count)
+	type result struct {
+		n   int64
+		err error
+	}
+	r, err := within(ctx, b.c, func(bg context.Context) result {
+		n, err := exec(bg, b.c.rc, call).AsInt64()
+		return result{n, err}
+	}, nil)
+	if errors.Is(err, errGaveUp) {
+		return nil, b.wrap("lock (re-entry)", ctxErr(ctx))
+	}
+	if err == nil {
+		err = r.err
+	}
+	n := r.n
 	if err != nil {
-		if !isRedisErr(err) {
-			b.abandon(h.owner, depth)
-		}
-		return nil, b.Wrap("lock (re-entry)", err)
+		// Whether Redis counted the re-entry is unknown. The count it
+		// records only informs HoldCount: the hold's next release names
+		// its count again, and its last deletes the lock whatever it is.
+		return nil, b.wrap("lock (re-entry)", err)
 	}
 	if n != 1 {
 		err := b.errorf(ErrLockLost, "lock (re-entry): the lock is not held any more")
-		b.c.wd.Remove(h.entry)
-		b.c.forget(h)
-		h.end(err)
+		h.stop(err, nil)
 		return nil, err
 	}
-	h.depth = depth
-	b.c.wd.Confirm(h.entry, sent)
-	return newLease(ctx, h, depth), nil
-}
-
-// forget drops h from the holds Close releases.
-func (c *Client) forget(h *hold) {
-	c.mu.Lock()
-	delete(c.holds, h)
-	c.mu.Unlock()
+	if !b.c.wd.Confirm(h.entry, sent) {
+		return nil, context.Cause(h.ctx) // lost or closed meanwhile
+	}
+	if !time.Now().Before(h.entry.ValidUntil()) {
+		err := b.errorf(ErrLockLost, "lock (re-entry): confirmed after the hold's validity passed")
+		h.stop(err, nil)
+		return nil, err
+	}
+	h.count = count
+	return newLease(ctx, h, false), nil
 }

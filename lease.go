@@ -2,51 +2,45 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
-
-	"github.com/relockgo/relock/watchdog"
 )
-
-// hold is one owner's possession of a lock, from its first acquisition to
-// its last release; the Leases of its re-entries share it.
-type hold struct {
-	b     *binding
-	owner string
-	token int64
-	entry *watchdog.Entry
-	ctx   context.Context // done when the hold ends; its cause says why
-	end   context.CancelCauseFunc
-
-	mu    sync.Mutex // serializes this hold's re-entries and releases
-	depth int        // guarded by mu: leases not yet unlocked
-}
 
 // A Lease is a held lock: one successful Lock or TryLock. The caller must
 // Unlock it. Re-entries of a lock in its call chain get Leases of their own,
-// with the same Token, which are unlocked in reverse order.
+// with the same Token: together they are one hold of the lock, released when
+// the last of them is unlocked, in any order.
 //
-// A Lease is safe for concurrent use.
+// A Lease is safe for concurrent use. The zero Lease is not usable: Leases
+// come from Lock and TryLock.
 type Lease struct {
 	h      *hold
-	depth  int // this lease's place among its hold's leases, 1 the outermost
 	ctx    context.Context
-	cancel context.CancelCauseFunc
-	detach func() bool // stops forwarding the hold's end to ctx
+	cancel context.CancelCauseFunc // by Unlock, or by the hold's end (hold.stop)
+	first  bool                    // the hold's first lease: not a re-entry
 
 	unlocked bool // guarded by h.mu
 }
 
-func newLease(lockCtx context.Context, h *hold, depth int) *Lease {
+// newLease returns a lease of h whose Context carries lockCtx's values; the
+// first lease of a hold adds the hold to them, and its re-entries inherit
+// it through lockCtx. The lease's Context ends when it is unlocked or the
+// hold ends (hold.stop cancels it), whichever is first.
+func newLease(lockCtx context.Context, h *hold, first bool) *Lease {
 	ctx := context.WithoutCancel(lockCtx)
-	if depth == 1 {
+	if first {
 		ctx = withHold(ctx, h)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	l := &Lease{h: h, depth: depth, ctx: ctx, cancel: cancel}
-	l.detach = context.AfterFunc(h.ctx, func() { cancel(context.Cause(h.ctx)) })
+	l := &Lease{h: h, ctx: ctx, cancel: cancel, first: first}
+	h.lmu.Lock()
+	if h.leases == nil { // the hold ended meanwhile
+		h.lmu.Unlock()
+		cancel(context.Cause(h.ctx))
+		return l
+	}
+	h.leases[l] = struct{}{}
+	h.lmu.Unlock()
 	return l
 }
 
@@ -74,17 +68,19 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // watchdog moves it forward on each renewal. Compare it with time.Now.
 func (l *Lease) ValidUntil() time.Time { return l.h.entry.ValidUntil() }
 
-// Unlock releases the lease. It is safe to defer and to call from any
-// goroutine; it runs under its own timeout of a few seconds, not the ctx
-// given to Lock.
+// Unlock ends the lease. It is safe to defer and to call from any goroutine;
+// it runs under its own timeout of a few seconds, not the ctx given to Lock.
+// The leases of one hold (a Lock and its re-entries down the call chain)
+// may be unlocked in any order: each Unlock ends one, and the lock is
+// released when the last is unlocked.
 //
-// Unlock returns nil when the lock was released; ErrNotHeld when the lease
-// was already unlocked; ErrLockLost when the lease had been lost (the lock
-// was not this owner's any more); ErrClosed when Client.Close released it;
-// ErrInvalid when an inner re-entry of the same hold is still locked (leases
-// of one call chain unlock in reverse order; the lease stays held). When
-// Redis does not answer in time, Unlock returns that error and the lock
-// expires after its lease.
+// Unlock returns nil when the lease ended as asked (for the hold's last
+// lease: the lock was released); ErrNotHeld when the lease was already
+// unlocked; ErrLockLost when the hold had been lost (the lock was not this
+// owner's any more); ErrClosed when Client.Close released it. When Redis
+// does not answer in time, Unlock returns that error and the lock expires
+// after its lease. Whatever it returns, the lease's Context is done after
+// Unlock.
 func (l *Lease) Unlock() error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrNotHeld)
@@ -93,71 +89,65 @@ func (l *Lease) Unlock() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if l.unlocked {
+		// A second Unlock must not end another lease's share of the hold.
 		return h.b.errorf(ErrNotHeld, "unlock")
 	}
-	if l.depth != h.depth {
-		return h.b.errorf(ErrInvalid, "unlock out of order: this lease is at depth %d, its hold at depth %d", l.depth, h.depth)
-	}
 	l.unlocked = true
-	h.depth--
 	defer func() {
-		l.detach()
-		l.cancel(context.Canceled)
-	}()
-
-	if l.depth == 1 && !h.b.c.wd.Remove(h.entry) {
-		// Lost or closed: the watchdog or Close is ending the hold. A lease
-		// that expired locally may still be ours in Redis: free it.
-		<-h.ctx.Done()
-		if cause := context.Cause(h.ctx); !errors.Is(cause, ErrClosed) {
-			h.b.release(h.owner, 1)
+		h.lmu.Lock()
+		delete(h.leases, l)
+		h.lmu.Unlock()
+		cause := context.Canceled
+		if c := context.Cause(h.ctx); c != nil && c != context.Canceled {
+			cause = c // the hold was lost or closed: its Context says so
 		}
-		return context.Cause(h.ctx)
-	}
-	if err := context.Cause(h.ctx); err != nil {
-		return err
-	}
-	held, err := h.b.release(h.owner, l.depth)
-	switch {
-	case err == nil && !held:
-		err = h.b.errorf(ErrLockLost, "unlock: the lock was not held any more")
-		h.b.c.wd.Remove(h.entry)
-		h.b.c.forget(h)
-		h.end(err)
-	case l.depth == 1:
-		h.b.c.forget(h)
-		h.end(context.Canceled)
-	}
-	return err
+		l.cancel(cause)
+	}()
+	return h.unlock()
 }
 
-// release ends the owner's hold at depth (0: all of it), retrying on network
-// errors until releaseTimeout, and reports whether the owner held the lock.
-// Releases name the depth they end, so a retry whose earlier attempt was
-// applied does not count down twice; and a retry that finds the lock gone
-// after an attempt with no reply takes that attempt to have released it.
-func (b *binding) release(owner string, depth int) (held bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	call := b.releaseCall(owner, depth)
-	backoff := 10 * time.Millisecond
-	unanswered := false // an earlier attempt may have been applied
-	for {
-		n, err := exec(ctx, b.c.rc, call).AsInt64()
-		if err == nil {
-			return n == 1 || unanswered, nil
-		}
-		if isRedisErr(err) || ctx.Err() != nil {
-			return false, b.Wrap("release (the lock expires after its lease)", err)
-		}
-		unanswered = true
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false, b.Wrap("release (the lock expires after its lease)", err)
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+// Extend makes a lease taken with WithLease last at least d from now, if
+// its hold is still this owner's: the manual counterpart of the watchdog's
+// renewals, for work that turns out to need longer. It never shortens the
+// lease, and it extends the whole hold (every lease of it). ValidUntil
+// moves forward accordingly. ctx bounds the call.
+//
+// Extend fails with ErrLockLost when the lock is not this owner's any more
+// (its Context is then canceled with that cause), ErrNotHeld after Unlock,
+// ErrInvalid for a lease the watchdog renews (taken without WithLease) or a
+// d below MinLease, ErrClosed after Client.Close, or with ctx's or Redis's
+// error, which leave the lease as it was.
+func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if l == nil {
+		return fmt.Errorf("%w: nil lease", ErrNotHeld)
 	}
+	h := l.h
+	b := h.b
+	switch {
+	case !b.fixed:
+		return b.errorf(ErrInvalid, "extend: the watchdog renews this lease (it was taken without WithLease)")
+	case d < MinLease:
+		return b.errorf(ErrInvalid, "extend: %v is below MinLease (%v)", d, MinLease)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l.unlocked {
+		return b.errorf(ErrNotHeld, "extend")
+	}
+	if cause := context.Cause(h.ctx); cause != nil {
+		return cause
+	}
+	sent := time.Now()
+	held, err := b.extend(ctx, h.owner, h.token, d)
+	switch {
+	case err != nil:
+		return b.wrap("extend", err)
+	case !held:
+		err := b.errorf(ErrLockLost, "extend: the lock is not held any more")
+		h.stop(err, nil)
+		return err
+	case !b.c.wd.Extend(h.entry, sent, d):
+		return context.Cause(h.ctx) // lost or closed meanwhile
+	}
+	return nil
 }

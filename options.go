@@ -19,9 +19,11 @@ type clientConfig struct {
 	prefix  string
 	timeout time.Duration
 	log     *slog.Logger
+	obs     Observer
 	err     error // the first invalid option
 }
 
+// invalid records the first invalid option, as ErrInvalid.
 func (c *clientConfig) invalid(format string, args ...any) {
 	if c.err == nil {
 		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
@@ -29,9 +31,10 @@ func (c *clientConfig) invalid(format string, args ...any) {
 }
 
 // WithKeyPrefix sets the prefix of every Redis key and channel the Client
-// uses: lock N lives at "prefix:{N}". The default is "relock". A prefix that
-// is empty or holds '{' or '}' (which would change the cluster hash tag) makes
-// New fail with ErrInvalid.
+// uses: lock N lives at "prefix:{E}", where E is N with '%', '{' and '}'
+// percent-encoded (see "Redis layout" in the package doc). The default is
+// "relock". A prefix that is empty or holds '{' or '}' (which would change
+// the cluster hash tag) makes New fail with ErrInvalid.
 func WithKeyPrefix(prefix string) Option {
 	return func(c *clientConfig) {
 		if prefix == "" || strings.ContainsAny(prefix, "{}") {
@@ -68,13 +71,20 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithObserver sets o to be told of the Client's acquisitions, releases,
+// renewals and losses (see Observer). The default, and a nil o, is none.
+func WithObserver(o Observer) Option {
+	return func(c *clientConfig) { c.obs = o }
+}
+
 // A LockOption configures one lock; every kind's constructor accepts them.
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
 	lease         time.Duration // 0: watchdog-managed
 	waiterTimeout time.Duration
-	err           error // the first invalid option
+	nodeTimeout   time.Duration // 0: the default
+	err           error         // the first invalid option
 }
 
 // DefaultWaiterTimeout is how long a waiter that stopped heart-beating stays
@@ -113,5 +123,23 @@ func WithLease(d time.Duration) LockOption {
 			return
 		}
 		c.lease = d
+	}
+}
+
+// WithNodeTimeout sets how long a lock held on several Redis masters
+// (package redlock) waits for each master's answer to an acquire before it
+// counts that master as not granting. It must stay far below the lease: the
+// time spent acquiring comes off the lease's validity. The default is
+// lease/50, and at least 5ms; other kinds ignore it. A d below 1ms makes
+// Lock and TryLock fail with ErrInvalid.
+func WithNodeTimeout(d time.Duration) LockOption {
+	return func(c *lockConfig) {
+		if d < time.Millisecond {
+			if c.err == nil {
+				c.err = fmt.Errorf("%w: node timeout %v: must be at least 1ms", ErrInvalid, d)
+			}
+			return
+		}
+		c.nodeTimeout = d
 	}
 }

@@ -48,9 +48,9 @@ type Mutex struct {
 
 var _ relock.Locker = (*Mutex)(nil)
 
-// New returns the mutex called name on c. Any byte string but one holding
-// '{' or '}' is a valid name; an empty or invalid name, or an invalid option,
-// makes every method fail with relock.ErrInvalid.
+// New returns the mutex called name on c. Any non-empty byte string is a
+// valid name; an empty name, a nil c or an invalid option makes every method
+// fail with relock.ErrInvalid.
 func New(c *relock.Client, name string, opts ...relock.LockOption) *Mutex {
 	return &Mutex{l: kind.New[*relock.Lease](c, name, &spec, opts)}
 }

@@ -4,10 +4,11 @@
 // Ownership is carried by ctx, not by the goroutine: Lock with the Context
 // of a held lease (or any ctx derived from it, in any goroutine) re-enters
 // the lock, adding a hold, instead of waiting for itself; each re-entry
-// returns a new Lease with the same fencing token, and the leases are
-// unlocked in reverse order (what defer gives). The lock is released when
-// the outermost lease is unlocked. A ctx that does not carry the lock makes a
-// new owner, which waits like any other.
+// returns a new Lease with the same fencing token. The leases of one hold
+// may be unlocked in any order — a call chain may fan out to goroutines
+// that finish in any order — and the lock is released when the last of
+// them is unlocked. A ctx that does not carry the lock makes a new owner,
+// which waits like any other.
 //
 // # Safety model
 //
@@ -15,8 +16,9 @@
 // Client's watchdog (or fixed with relock.WithLease), lost when a renewal
 // fails for longer than the lease, and then every lease of the hold —
 // outermost and nested — has its Context canceled with cause
-// relock.ErrLockLost. A re-entry refreshes the lease to its configured
-// length; it never extends it beyond. Protect the resource with
+// relock.ErrLockLost. A re-entry refreshes the hold with the hold's own
+// lease, whatever lease the re-entering Mutex was made with, and never
+// shortens it. Protect the resource with
 // Lease.Token. Hold counts are set, not incremented, by the client that
 // knows them, so a re-entry or release retried after a lost reply never
 // counts twice.
@@ -48,9 +50,9 @@ type Mutex struct {
 
 var _ relock.Locker = (*Mutex)(nil)
 
-// New returns the reentrant lock called name on c. Any byte string but one
-// holding '{' or '}' is a valid name; an empty or invalid name, or an invalid
-// option, makes every method fail with relock.ErrInvalid.
+// New returns the reentrant lock called name on c. Any non-empty byte string
+// is a valid name; an empty name, a nil c or an invalid option makes every
+// method fail with relock.ErrInvalid.
 func New(c *relock.Client, name string, opts ...relock.LockOption) *Mutex {
 	return &Mutex{l: kind.New[*relock.Lease](c, name, &spec, opts)}
 }

@@ -99,20 +99,33 @@ func TestReentryRoundTripAndLeaseRefresh(t *testing.T) {
 	require.NoError(t, inner.Unlock())
 }
 
-func TestUnlockOutOfOrder(t *testing.T) {
-	c := locktest.Client(t, redistest.Shared(t).Client(t))
+func TestOuterUnlockFirstKeepsTheLock(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := locktest.Client(t, srv.Client(t))
+	other := reentrant.New(locktest.Client(t, srv.Client(t)), t.Name())
 	m := reentrant.New(c, t.Name())
 	outer, err := m.Lock(context.Background())
 	require.NoError(t, err)
 	inner, err := m.Lock(outer.Context())
 	require.NoError(t, err)
 
-	assert.ErrorIs(t, outer.Unlock(), relock.ErrInvalid, "the outer lease cannot go before the inner")
-	assert.Equal(t, 2, holdCount(t, m, outer.Context()), "a refused Unlock changes nothing")
-	assert.NoError(t, outer.Context().Err())
+	require.NoError(t, outer.Unlock(), "leases of a hold unlock in any order")
+	assert.ErrorIs(t, context.Cause(outer.Context()), context.Canceled)
+	assert.NoError(t, inner.Context().Err(), "the inner lease is still held")
+	assert.Equal(t, 1, holdCount(t, m, inner.Context()))
+	_, err = other.TryLock(context.Background())
+	assert.ErrorIs(t, err, relock.ErrNotAcquired, "held until its last lease is unlocked")
+
+	again, err := m.Lock(inner.Context())
+	require.NoError(t, err, "the hold can still be re-entered through a live lease")
+	assert.Equal(t, outer.Token(), again.Token())
 	require.NoError(t, inner.Unlock())
-	require.NoError(t, outer.Unlock(), "then in order it works")
+	require.NoError(t, again.Unlock())
+	assert.ErrorIs(t, outer.Unlock(), relock.ErrNotHeld)
 	assert.ErrorIs(t, inner.Unlock(), relock.ErrNotHeld)
+	l, err := other.TryLock(context.Background())
+	require.NoError(t, err, "released with the last lease")
+	require.NoError(t, l.Unlock())
 }
 
 func TestRetriedReleaseCountsOnce(t *testing.T) {

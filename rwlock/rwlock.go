@@ -67,9 +67,9 @@ type RWMutex struct {
 
 // New returns the read-write lock called name on c. Besides relock.WithLease
 // it takes relock.WithWaiterTimeout (how long a dead waiting writer keeps
-// blocking readers). Any byte string but one holding '{' or '}' is a valid
-// name; an empty or invalid name, or an invalid option, makes every method
-// fail with relock.ErrInvalid.
+// blocking readers). Any non-empty byte string is a valid name; an empty
+// name, a nil c or an invalid option makes every method fail with
+// relock.ErrInvalid.
 func New(c *relock.Client, name string, opts ...relock.LockOption) *RWMutex {
 	return &RWMutex{
 		r: kind.New[*relock.Lease](c, name, &readSpec, opts),
@@ -113,3 +113,39 @@ func (m *RWMutex) RLocker() relock.Locker { return m.r }
 // Locker returns a relock.Locker whose Lock and TryLock are Lock and
 // TryLock.
 func (m *RWMutex) Locker() relock.Locker { return m.w }
+
+// The lockers RLocker and Locker return.
+var _ relock.Locker = kind.Lock[*relock.Lease]{}
+
+// IsLocked reports whether anyone holds the lock: readers or a writer (or
+// a lock of another kind with the same name, which excludes both sides).
+// A writer that only waits does not make it locked. The answer may be stale
+// by the time IsLocked returns. It fails with relock.ErrInvalid for an
+// invalid name or option, relock.ErrClosed when the Client is closed, or
+// with the Redis error.
+func (m *RWMutex) IsLocked(ctx context.Context) (bool, error) { return m.w.IsLocked(ctx) }
+
+// ForceUnlock deletes the lock whoever holds it — every reader, or the
+// writer — wakes its waiters, and reports whether it was held. It is an
+// administrative action: the holders are not told at once; each one's next
+// renewal finds its hold gone, and its lease is then lost
+// (relock.ErrLockLost). Waiting writers keep their places. It fails as
+// IsLocked does.
+func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) { return m.w.ForceUnlock(ctx) }
+
+// HoldCount returns how many leases of the lock the call chain of ctx holds,
+// as Redis records them: its read leases, its write leases, or both added
+// together when a writer took the read lock in its chain (downgrade). It is
+// 0 when ctx carries no hold of the lock or when Redis no longer has it (the
+// lease was lost or force-unlocked). It fails as IsLocked does.
+func (m *RWMutex) HoldCount(ctx context.Context) (int, error) {
+	w, err := m.w.HoldCount(ctx)
+	if err != nil {
+		return 0, err
+	}
+	r, err := m.r.HoldCount(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return w + r, nil
+}

@@ -1,0 +1,84 @@
+package relock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock/luascripts"
+)
+
+// The calls on a lock that take no lease: every kind offers them.
+
+// IsLocked reports whether any owner holds the lock.
+func (b *binding) IsLocked(ctx context.Context) (bool, error) {
+	if err := b.check(); err != nil {
+		return false, err
+	}
+	if b.multi != nil {
+		return b.multi.isLocked(ctx) >= b.multi.quorum, nil
+	}
+	rc := b.c.rc
+	n, err := rc.Do(ctx, rc.B().Exists().Key(b.keys.Lock).Build()).AsInt64()
+	if err != nil {
+		return false, b.wrap("is locked", err)
+	}
+	return n == 1, nil
+}
+
+// ForceUnlock deletes the lock whoever holds it, wakes its waiters, and
+// reports whether it was held.
+func (b *binding) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := b.check(); err != nil {
+		return false, err
+	}
+	if b.multi != nil {
+		return fan(ctx, b.multi.nodes, b.nodeTimeout, func(bg context.Context, n *binding) bool {
+			held, _ := n.ForceUnlock(bg)
+			return held
+		}) > 0, nil
+	}
+	k := b.keys
+	n, err := luascripts.ForceUnlock.Exec(ctx, b.c.rc, []string{k.Lock, k.Readers, k.Gone}, []string{k.Wake, b.c.publish, b.goneMs}).AsInt64()
+	if err != nil {
+		return false, b.wrap("force unlock", err)
+	}
+	return n == 1, nil
+}
+
+// HoldCount returns the hold count that Redis records for the owner ctx
+// carries, for a lock whose hash maps owners to hold counts: 0 when ctx
+// carries no hold of this lock and side, or Redis no longer has it.
+func (b *binding) HoldCount(ctx context.Context) (int, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	h := heldBy(ctx, b.c, b.keys.Lock, b.spec.Mode)
+	if h == nil {
+		return 0, nil
+	}
+	rc := b.c.rc
+	v, err := rc.Do(ctx, rc.B().Hget().Key(b.keys.Lock).Field(h.owner).Build()).ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return 0, nil
+	case isWrongType(err):
+		return 0, nil // a lock of another kind has the name now: not ours
+	case err != nil:
+		return 0, b.wrap("hold count", err)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, b.wrap("hold count", err)
+	}
+	return n, nil
+}
+
+// isWrongType reports whether err is Redis's WRONGTYPE: a key of another
+// type than the command needs.
+func isWrongType(err error) bool {
+	e, ok := rueidis.IsRedisErr(err)
+	return ok && strings.HasPrefix(e.Error(), "WRONGTYPE")
+}

@@ -1,0 +1,141 @@
+package relock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relockgo/relock/watchdog"
+)
+
+// A hold is one owner's possession of a lock, from its first acquisition to
+// the Unlock of its last lease. The Leases of its re-entries share it. This
+// file is the one place where a hold begins (grant) and ends (stop).
+type hold struct {
+	// Written once by grant, before the hold is shared.
+	b     *binding
+	owner string
+	token int64
+	entry *watchdog.Entry
+	since time.Time       // when the grant was sent
+	ctx   context.Context // done when the hold ends; its cause says why
+	end   context.CancelCauseFunc
+	ended atomic.Bool // stop ran
+
+	// mu serializes the hold's re-entries and releases, and is held across
+	// their round trip: the hold count they name must reach Redis in the
+	// order they were made.
+	mu    sync.Mutex
+	count int // guarded by mu: leases not yet unlocked
+
+	// lmu guards leases; it is never held across I/O, and stop takes it
+	// with or without mu held.
+	lmu    sync.Mutex
+	leases map[*Lease]struct{} // leases not unlocked; nil once the hold ended
+}
+
+// grant makes the hold and first lease of owner, which acquired the lock
+// with token by a command sent at sent. It fails with ErrClosed when the
+// Client closed meanwhile (the lock is then released), and returns a nil
+// lease and nil error when the grant came too late to be used: its validity
+// had passed by the time the reply arrived (the lock is then released in
+// the background), so that Lock never hands out a lease that is not
+// certainly held.
+func (b *binding) grant(ctx context.Context, owner string, token int64, sent time.Time) (*Lease, error) {
+	h := &hold{b: b, owner: owner, token: token, since: sent, count: 1, leases: map[*Lease]struct{}{}}
+	h.ctx, h.end = context.WithCancelCause(context.Background())
+	lost := func(why error) { h.stop(b.errorf(ErrLockLost, "%v", why), nil) }
+	if b.multi != nil {
+		h.entry = b.multi.entry(b, owner, token, sent, lost)
+	} else {
+		h.entry = watchdog.NewEntry(b.renewCall(owner), b.lease, !b.fixed, sent, lost)
+	}
+	if !time.Now().Before(h.entry.ValidUntil()) {
+		// The reply took longer than the lease: another owner may hold
+		// the lock already. Ours is released behind it (owner-checked).
+		b.c.abandon(b, owner, 0, false)
+		return nil, nil
+	}
+	c := b.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.abandon(b, owner, 0, false)
+		return nil, b.errorf(ErrClosed, "lock: the Client closed while acquiring")
+	}
+	c.holds[h] = struct{}{}
+	c.mu.Unlock()
+	if !c.wd.Add(h.entry) {
+		// Close came between: it ends and releases h.
+		return nil, b.errorf(ErrClosed, "lock: the Client closed while acquiring")
+	}
+	return newLease(ctx, h, true), nil
+}
+
+// stop ends the hold with cause: context.Canceled after its last Unlock
+// (released says how that release went), ErrLockLost when it was lost. The
+// watchdog stops keeping it and Close stops tracking it. It does not touch
+// Redis. Calls after the first do nothing.
+func (h *hold) stop(cause, released error) {
+	if !h.ended.CompareAndSwap(false, true) {
+		return
+	}
+	c := h.b.c
+	c.wd.Remove(h.entry)
+	c.forget(h)
+	h.end(cause)
+	// Every lease's Context is done before stop returns: a caller told of
+	// the loss (Unlock, Extend, a re-entry) finds it so at once.
+	h.lmu.Lock()
+	leases := h.leases
+	h.leases = nil
+	h.lmu.Unlock()
+	for l := range leases {
+		l.cancel(cause)
+	}
+	if o := c.obs; o != nil {
+		if cause == context.Canceled {
+			o.Released(Released{Kind: h.b.kind(), Name: h.b.name, Held: time.Since(h.since), Err: released})
+		} else {
+			o.Lost(Lost{Kind: h.b.kind(), Name: h.b.name, Held: time.Since(h.since), Cause: cause})
+		}
+	}
+}
+
+// forget drops h from the holds Close releases.
+func (c *Client) forget(h *hold) {
+	c.mu.Lock()
+	delete(c.holds, h)
+	c.mu.Unlock()
+}
+
+// Ownership travels in a ctx: a Lease's Context carries a chain of the holds
+// it and the leases it was taken under own. Lock of the same lock with such
+// a ctx re-enters instead of waiting for itself. Ownership is the ctx, not
+// the goroutine: a goroutine handed the ctx owns what it owns.
+
+type ownerKey struct{}
+
+// chain is an immutable list of holds; the newest first.
+type chain struct {
+	h    *hold
+	next *chain
+}
+
+// heldBy returns the live hold of side mode of lock key of c that ctx
+// carries, if any. A hold that ended (unlocked, lost) owns nothing any more.
+func heldBy(ctx context.Context, c *Client, key, mode string) *hold {
+	for ch, _ := ctx.Value(ownerKey{}).(*chain); ch != nil; ch = ch.next {
+		if b := ch.h.b; b.c == c && b.keys.Lock == key && b.spec.Mode == mode && ch.h.ctx.Err() == nil {
+			return ch.h
+		}
+	}
+	return nil
+}
+
+// withHold returns ctx carrying h as well.
+func withHold(ctx context.Context, h *hold) context.Context {
+	next, _ := ctx.Value(ownerKey{}).(*chain)
+	return context.WithValue(ctx, ownerKey{}, &chain{h: h, next: next})
+}

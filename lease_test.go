@@ -1,0 +1,66 @@
+package relock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/internal/locktest"
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/mutex"
+	"github.com/relockgo/relock/reentrant"
+	"github.com/relockgo/relock/rwlock"
+)
+
+func TestExtend(t *testing.T) {
+	srv := redistest.Shared(t)
+	rc := srv.Client(t)
+	c := locktest.Client(t, rc)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		kind string
+		lock func(string, ...relock.LockOption) relock.Locker
+	}{
+		{"mutex", func(n string, o ...relock.LockOption) relock.Locker { return mutex.New(c, n, o...) }},
+		{"reentrant", func(n string, o ...relock.LockOption) relock.Locker { return reentrant.New(c, n, o...) }},
+		{"rwlock", func(n string, o ...relock.LockOption) relock.Locker { return rwlock.New(c, n, o...).RLocker() }},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			name := t.Name()
+			key := kind.NewKeys(relock.DefaultKeyPrefix, name).Lock
+			pttl := func() int64 {
+				n, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
+				require.NoError(t, err)
+				return n
+			}
+			l, err := tc.lock(name, relock.WithLease(300*time.Millisecond)).Lock(ctx)
+			require.NoError(t, err)
+			before := l.ValidUntil()
+			require.NoError(t, l.Extend(ctx, 10*time.Second))
+			assert.Greater(t, pttl(), int64(5000), "extended in Redis")
+			assert.True(t, l.ValidUntil().After(before.Add(5*time.Second)), "ValidUntil moved forward")
+			require.NoError(t, l.Extend(ctx, 50*time.Millisecond))
+			assert.Greater(t, pttl(), int64(5000), "Extend never shortens")
+			time.Sleep(400 * time.Millisecond) // past the original lease
+			require.NoError(t, l.Context().Err(), "held past its original lease")
+			assert.ErrorIs(t, l.Extend(ctx, time.Millisecond), relock.ErrInvalid, "below MinLease")
+
+			_, err = mutex.New(c, name).ForceUnlock(ctx)
+			require.NoError(t, err)
+			assert.ErrorIs(t, l.Extend(ctx, time.Second), relock.ErrLockLost)
+			assert.ErrorIs(t, context.Cause(l.Context()), relock.ErrLockLost)
+			assert.ErrorIs(t, l.Unlock(), relock.ErrLockLost)
+			assert.ErrorIs(t, l.Extend(ctx, time.Second), relock.ErrNotHeld)
+
+			w, err := tc.lock(name).Lock(ctx)
+			require.NoError(t, err)
+			assert.ErrorIs(t, w.Extend(ctx, time.Second), relock.ErrInvalid, "the watchdog renews it")
+			require.NoError(t, w.Unlock())
+		})
+	}
+}

@@ -1,0 +1,431 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/internal/wake"
+	"github.com/relockgo/relock/luascripts"
+	"github.com/relockgo/relock/watchdog"
+)
+
+// multi is a lock held on several independent Redis masters (Redlock):
+// the lock's binding on each master. A binding with a multi is the lock as
+// its users see it; its Client (the first master's) tracks its holds,
+// renews them with its watchdog, and releases them at Close.
+type multi struct {
+	nodes  []*binding // the lock on each master, with the lock's lease
+	quorum int        // len(nodes)/2 + 1
+}
+
+// bindMulti is the engine's side of kind.NewMulti.
+func bindMulti(cs []*Client, name string, spec *kind.Spec, opts []LockOption) kind.Binding[*Lease] {
+	var home *Client
+	if len(cs) > 0 {
+		home = cs[0]
+	}
+	b := newBinding(home, name, spec, opts)
+	m := &multi{quorum: len(cs)/2 + 1}
+	b.multi = m
+	invalid := func(format string, args ...any) {
+		if b.err == nil {
+			b.err = b.errorf(ErrInvalid, format, args...)
+		}
+	}
+	if len(cs) == 0 {
+		invalid("no nodes")
+	}
+	seen := map[*Client]int{}
+	for i, c := range cs {
+		if c == nil {
+			invalid("node %d is nil", i)
+			continue
+		}
+		if j, ok := seen[c]; ok {
+			invalid("nodes %d and %d are the same Client: each node must be an independent master", j, i)
+		}
+		seen[c] = i
+		if home != nil && c.prefix != home.prefix {
+			invalid("node %d has key prefix %q, node 0 %q", i, c.prefix, home.prefix)
+		}
+		n := newBinding(c, name, spec, opts)
+		// Every master holds the lock for the same lease: the lock's.
+		n.lease, n.ms, n.fixed, n.goneMs = b.lease, b.ms, b.fixed, b.goneMs
+		m.nodes = append(m.nodes, n)
+	}
+	return b
+}
+
+// vote is one master's answer to an acquire.
+type vote struct {
+	token, wait int64
+	err         error
+}
+
+// acquire is Acquire on several masters: each attempt asks all of them at
+// once, each within the node timeout, and holds the lock when a quorum
+// granted it with validity left; otherwise it releases what was granted
+// and, for Lock, waits for a release on any master, the shortest expiry
+// seen, or a random delay, and tries again as a new owner.
+func (m *multi) acquire(ctx context.Context, b *binding, try bool) (*Lease, error) {
+	var subs []*wake.Sub // each master's wake-ups, joined after a failed attempt
+	owner := ""          // the attempt's owner; its wake-up signals are taken until the next
+	forget := func() {
+		for _, s := range subs {
+			s.Forget(owner)
+		}
+	}
+	defer func() {
+		forget()
+		for _, s := range subs {
+			s.Leave()
+		}
+	}()
+	bo := newBackoff()
+	held := false // an attempt found the lock held by another
+	for {
+		forget()
+		owner = b.c.newOwner()
+		signals := make([]<-chan struct{}, len(subs))
+		for i, s := range subs {
+			signals[i] = s.NextFor(owner)
+		}
+		start := time.Now()
+		votes := m.attempt(ctx, owner)
+		lease, wait, others, err := m.decide(ctx, b, owner, votes, start)
+		if lease != nil || (err != nil && !errors.Is(err, errNoQuorum)) {
+			return lease, err
+		}
+		held = held || others > 0
+		switch {
+		case ctx.Err() != nil && held:
+			return nil, join(b.errorf(ErrNotAcquired, "lock"), ctxErr(ctx))
+		case ctx.Err() != nil:
+			return nil, b.wrap("lock", join(err, ctxErr(ctx)))
+		case try && others > 0:
+			return nil, b.errorf(ErrNotAcquired, "try lock: %d of %d masters hold it for another owner", others, len(m.nodes))
+		case try:
+			return nil, b.wrap("try lock", err)
+		}
+		if subs == nil {
+			for _, n := range m.nodes {
+				subs = append(subs, n.c.hub.Join(n.keys.Wake))
+			}
+			continue // a release before the joins published to nobody here
+		}
+		// The algorithm's random delay keeps contenders from splitting the
+		// masters among them again and again.
+		d := maxWait
+		if wait >= 0 {
+			d = min(d, time.Duration(wait+1)*time.Millisecond)
+		}
+		if others == 0 {
+			d = min(d, bo.next()) // no master answered for another owner: a network failure
+		} else {
+			bo = newBackoff()
+		}
+		d = d/2 + rand.N(d/2+1)
+		if err := waitAny(ctx, b.c.done, signals, d); err != nil {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
+			}
+			return nil, b.errorf(ErrClosed, "lock: the Client closed while waiting")
+		}
+	}
+}
+
+// errNoQuorum reports an attempt that fewer than a quorum of masters granted.
+var errNoQuorum = errors.New("no quorum of masters granted the lock")
+
+// decide turns an attempt's votes into a lease, or releases its grants. It
+// returns the lease, else the shortest wait the masters holding it for
+// others reported (-1 if none), how many of them did, and why it failed.
+func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vote, start time.Time) (*Lease, int64, int, error) {
+	var granted []*binding
+	var token int64
+	wait, others := int64(kind.WaitUnknown), 0
+	var errs []error
+	for i, v := range votes {
+		switch {
+		case v.err != nil:
+			errs = append(errs, fmt.Errorf("master %d: %w", i, v.err))
+		case v.token > 0:
+			granted = append(granted, m.nodes[i])
+			token = max(token, v.token)
+		default:
+			others++
+			if v.wait >= 0 && (wait < 0 || v.wait < wait) {
+				wait = v.wait
+			}
+		}
+	}
+	if len(granted) >= m.quorum {
+		// The token is the largest the quorum issued; written back to the
+		// quorum, it makes every later quorum, which shares a master with
+		// this one, issue a larger one.
+		raised, rerr := m.raise(ctx, granted, token)
+		if raised >= m.quorum {
+			lease, err := b.grant(ctx, owner, token, start)
+			if lease != nil || err != nil {
+				return lease, wait, others, err // grant released it if it failed
+			}
+			errs = append(errs, errors.New("the grant came after its validity"))
+		} else {
+			errs = append(errs, fmt.Errorf("the token reached %d of %d masters: %w", raised, len(granted), rerr))
+		}
+		// grant or raise failed: release every master's grant.
+		m.cleanup(owner, false)
+		return nil, wait, others, fmt.Errorf("%w: %w", errNoQuorum, errors.Join(errs...))
+	}
+	for _, n := range granted {
+		n.c.abandon(n, owner, 0, false)
+	}
+	return nil, wait, others, fmt.Errorf("%w: %d of %d masters granted it, %d hold it for another owner: %w",
+		errNoQuorum, len(granted), len(m.nodes), others, errors.Join(errs...))
+}
+
+// attempt asks every master at once to grant the lock to owner, each
+// within the node timeout. A master that does not answer in time has its
+// attempt undone in the background when the answer comes (waiter.attempt).
+func (m *multi) attempt(ctx context.Context, owner string) []vote {
+	votes := make([]vote, len(m.nodes))
+	var wg sync.WaitGroup
+	for i, n := range m.nodes {
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, n.nodeTimeout)
+			defer cancel()
+			w := &waiter{b: n, owner: owner}
+			t, wait, err := w.attempt(nctx)
+			votes[i] = vote{t, wait, err}
+		})
+	}
+	wg.Wait()
+	return votes
+}
+
+// fan runs call on each of nodes at once, each within d, and returns how
+// many returned true. Calls that did not end in time go on in the
+// background, tracked by their Client.
+func fan(ctx context.Context, nodes []*binding, d time.Duration, call func(context.Context, *binding) bool) int {
+	ok := make([]bool, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			ok[i], _ = within(nctx, n.c, func(bg context.Context) bool { return call(bg, n) }, nil)
+		})
+	}
+	wg.Wait()
+	n := 0
+	for _, o := range ok {
+		if o {
+			n++
+		}
+	}
+	return n
+}
+
+// raise writes token back to the fence of each of nodes, and returns on
+// how many it was written, and why not on the others.
+func (m *multi) raise(ctx context.Context, nodes []*binding, token int64) (int, error) {
+	arg := strconv.FormatInt(token, 10)
+	// The masters here just answered; the write-back only has to finish
+	// well within the lease's validity (grant checks what is left), not
+	// within the acquire's node timeout.
+	d := max(nodes[0].nodeTimeout, nodes[0].lease/10)
+	var mu sync.Mutex
+	var errs []error
+	n := fan(context.WithoutCancel(ctx), nodes, d, func(bg context.Context, n *binding) bool {
+		err := luascripts.FenceRaise.Exec(bg, n.c.rc, []string{n.keys.Fence}, []string{arg}).Error()
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return err == nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return n, errors.Join(errs...)
+}
+
+// entry returns the watchdog entry of owner's hold, confirmed at sent.
+func (m *multi) entry(b *binding, owner string, token int64, sent time.Time, lost func(error)) *watchdog.Entry {
+	if b.fixed {
+		return watchdog.NewEntry(b.renewCall(owner), b.lease, false, sent, lost)
+	}
+	return watchdog.NewOwnEntry(m.renewal(owner, token), b.lease, sent, lost)
+}
+
+// extend renews owner's hold on every master for ms milliseconds, and
+// reports whether a quorum still held it; an error when too few answered.
+func (m *multi) extend(ctx context.Context, owner string, token int64, ms string) (bool, error) {
+	return m.renew(ctx, owner, token, ms)
+}
+
+// renewal renews owner's hold on every master at once. The hold is still
+// held when a quorum renewed it, and lost when so many masters refused that
+// no quorum can; otherwise (masters that did not answer) the outcome is
+// unknown and the watchdog tries again until the hold's validity passes.
+func (m *multi) renewal(owner string, token int64) watchdog.Renewal {
+	ms := m.nodes[0].ms
+	return func(ctx context.Context) (bool, error) { return m.renew(ctx, owner, token, ms) }
+}
+
+// renew is a renewal of owner's hold for ms milliseconds. On a master where
+// the lock is free it takes it back for owner, with its fence raised to
+// token (redlock_renew.lua): a hold granted by a bare quorum then survives
+// the loss of one of its masters, as long as a quorum is reachable.
+func (m *multi) renew(ctx context.Context, owner string, token int64, ms string) (bool, error) {
+	tok := strconv.FormatInt(token, 10)
+	type answer struct {
+		held bool
+		err  error
+	}
+	answers := make(chan answer, len(m.nodes))
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the answers not needed any more
+	for _, n := range m.nodes {
+		go func() {
+			a, err := within(rctx, n.c, func(bg context.Context) answer {
+				call := luascripts.Call{
+					Script: luascripts.RedlockRenew,
+					Keys:   []string{n.keys.Lock, n.keys.Fence, n.keys.Gone},
+					Args:   []string{owner, ms, tok},
+				}
+				v, err := exec(bg, n.c.rc, call).AsInt64()
+				return answer{v == 1, err}
+			}, nil)
+			if err != nil {
+				a.err = err
+			}
+			answers <- a
+		}()
+	}
+	held, refused := 0, 0
+	var errs []error
+	for range m.nodes {
+		a := <-answers
+		switch {
+		case a.err != nil:
+			errs = append(errs, a.err)
+		case a.held:
+			held++
+		default:
+			refused++
+		}
+		switch {
+		case held >= m.quorum:
+			return true, nil
+		case refused > len(m.nodes)-m.quorum:
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf("renewed on %d of %d masters: %w", held, len(m.nodes), errors.Join(errs...))
+}
+
+// release ends owner's hold on every master, each retrying until
+// releaseTimeout, and reports whether the owner still held it: false only
+// when more masters answered "not held" than a quorum leaves room for. It returns once a
+// quorum of masters released it, or every master answered, or a quorum
+// answered and the others had the node timeout more; the rest go on in the
+// background (a dead master's release retries there until it gives up).
+func (m *multi) release(owner string) (held bool, err error) {
+	type answer struct {
+		held bool
+		err  error
+	}
+	answers := make(chan answer, len(m.nodes))
+	for _, n := range m.nodes {
+		if !n.c.spawn(func() {
+			// Recorded as gone: a renewal still on its way cannot take
+			// the master back after this release.
+			h, err := n.releaseWith(owner, 0, true)
+			answers <- answer{h, err}
+		}) {
+			answers <- answer{err: n.errorf(ErrClosed, "release")}
+		}
+	}
+	holders, answered, failed := 0, 0, 0
+	var errs []error
+	var late <-chan time.Time
+wait:
+	for answered+failed < len(m.nodes) {
+		select {
+		case a := <-answers:
+			switch {
+			case a.err != nil:
+				failed++
+				errs = append(errs, a.err)
+			case a.held:
+				holders++
+				answered++
+			default:
+				answered++
+			}
+			if holders >= m.quorum {
+				// Released where it was held by a quorum: the lock is free
+				// for others now; the rest go on in the background.
+				break wait
+			}
+			if answered >= m.quorum && late == nil {
+				late = time.After(m.nodes[0].nodeTimeout)
+			}
+		case <-late:
+			break wait
+		}
+	}
+	if answered < m.quorum {
+		return false, fmt.Errorf("released on %d of %d masters (the rest expire after the lease): %w", answered, len(m.nodes), errors.Join(errs...))
+	}
+	// Lost only when so many masters answered "not held" that no quorum
+	// can have been the owner's: a master lost since the last renewal
+	// (not yet taken back) does not make a valid hold lost.
+	return answered-holders <= len(m.nodes)-m.quorum, nil
+}
+
+// cleanup releases owner on every master, best-effort, recording it as
+// gone where gone is set.
+func (m *multi) cleanup(owner string, gone bool) {
+	for _, n := range m.nodes {
+		n.c.abandon(n, owner, 0, gone)
+	}
+}
+
+// isLocked reports whether a quorum of masters holds the lock.
+func (m *multi) isLocked(ctx context.Context) int {
+	return fan(ctx, m.nodes, m.nodes[0].nodeTimeout, func(bg context.Context, n *binding) bool {
+		v, err := n.c.rc.Do(bg, n.c.rc.B().Exists().Key(n.keys.Lock).Build()).AsInt64()
+		return err == nil && v == 1
+	})
+}
+
+// waitAny sleeps until one of signals fires, d passes, ctx ends (its
+// error) or done is closed (ErrClosed).
+func waitAny(ctx context.Context, done <-chan struct{}, signals []<-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	cases := make([]reflect.SelectCase, 0, len(signals)+3)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)})
+	for _, s := range signals {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s)})
+	}
+	switch i, _, _ := reflect.Select(cases); i {
+	case 1:
+		return ctxErr(ctx)
+	case 2:
+		return ErrClosed
+	}
+	return nil
+}

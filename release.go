@@ -1,0 +1,227 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock/luascripts"
+)
+
+// This file is the one home of releases: Unlock's (unlock, release), the
+// best-effort cleanup of what an owner may have left behind (abandon), and
+// Close's (releaseAll).
+
+// releaseTimeout bounds Unlock and the releases Close makes, whatever the
+// ctx given to Lock: a release runs after the caller's work, often in a defer.
+const releaseTimeout = 5 * time.Second
+
+// abandonTimeout bounds a background cleanup: the release of a grant that
+// came too late or reached nobody, or the withdrawal of a waiter.
+const abandonTimeout = 2 * time.Second
+
+// unlock ends lease l of h; the last lease of h releases the lock. Called
+// with h.mu held and l already marked unlocked.
+func (h *hold) unlock() error {
+	h.count--
+	last := h.count == 0
+	if cause := context.Cause(h.ctx); cause != nil {
+		// The hold ended before this Unlock: it was lost or Close released
+		// it. A lease that ended on the local clock may still be ours in
+		// Redis (the renewals were cut off, not refused): the last Unlock
+		// frees it, owner-checked.
+		if last && !errors.Is(cause, ErrClosed) {
+			h.b.release(h.owner, 0)
+		}
+		return cause
+	}
+	if last && !h.b.c.wd.Remove(h.entry) {
+		// The watchdog has just found the lease lost and is ending the
+		// hold, or Close is: wait for the cause, then as above.
+		<-h.ctx.Done()
+		cause := context.Cause(h.ctx)
+		if !errors.Is(cause, ErrClosed) {
+			h.b.release(h.owner, 0)
+		}
+		return cause
+	}
+	ended := h.count + 1 // the count this release ends, as the scripts take it
+	if last {
+		ended = 1
+	}
+	held, err := h.b.release(h.owner, ended)
+	switch {
+	case err == nil && !held:
+		// Another owner has the lock, or nobody: the hold was lost before
+		// the watchdog could tell.
+		err = h.b.errorf(ErrLockLost, "unlock: the lock was not held any more")
+		h.stop(err, nil)
+	case last:
+		// Released, or Redis did not answer in time: either way the hold
+		// is over for this process, and the lock expires after its lease.
+		h.stop(context.Canceled, err)
+	}
+	return err
+}
+
+// release ends the owner's hold at count (1 or 0: all of it), retrying on
+// network errors until releaseTimeout, and reports whether the owner held
+// the lock. Releases name the count they end, so a retry whose earlier
+// attempt was applied does not count down twice; and a retry that finds
+// the lock gone after an attempt with no reply takes that attempt to have
+// released it.
+func (b *binding) release(owner string, count int) (held bool, err error) {
+	if b.multi != nil {
+		return b.multi.release(owner)
+	}
+	return b.releaseWith(owner, count, false)
+}
+
+// releaseWith is release on one master, recording owner as gone if gone is
+// set.
+func (b *binding) releaseWith(owner string, count int, gone bool) (held bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	call := b.releaseCall(owner, count, gone)
+	unanswered := false // an earlier attempt may have been applied
+	for bo := newBackoff(); ; {
+		n, err := exec(ctx, b.c.rc, call).AsInt64()
+		switch {
+		case err == nil:
+			return n == 1 || unanswered, nil
+		case isRedisErr(err) || ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing):
+			return false, b.wrap("release (the lock expires after its lease)", err)
+		}
+		unanswered = true
+		if !bo.sleep(ctx) {
+			return false, b.wrap("release (the lock expires after its lease)", err)
+		}
+	}
+}
+
+// extend renews owner's hold for at least d from now and reports whether
+// owner still held it. It returns at ctx's end whatever Redis does.
+func (b *binding) extend(ctx context.Context, owner string, token int64, d time.Duration) (held bool, err error) {
+	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	if b.multi != nil {
+		return b.multi.extend(ctx, owner, token, ms)
+	}
+	call := b.extendCall(owner, ms)
+	type result struct {
+		n   int64
+		err error
+	}
+	r, err := within(ctx, b.c, func(bg context.Context) result {
+		n, err := exec(bg, b.c.rc, call).AsInt64()
+		return result{n, err}
+	}, nil)
+	if err != nil {
+		return false, join(err, ctx.Err())
+	}
+	return r.n == 1, r.err
+}
+
+// abandon releases, best-effort and in the background, what owner may hold
+// at count or where it may wait: after a grant that came too late or found
+// its caller gone, or when a waiter stops waiting. With gone set it also
+// records owner as gone, so that an acquire of owner that is still on its
+// way is refused when it lands (see the release scripts): set it whenever
+// an attempt of owner went unanswered. The caller does not wait; Close
+// does.
+func (c *Client) abandon(b *binding, owner string, count int, gone bool) {
+	if !c.spawn(func() { c.cleanup(b, owner, count, gone) }) {
+		// Closed: Close may be waiting for the background work already.
+		// rc is open until Close returns.
+		c.cleanup(b, owner, count, gone)
+	}
+}
+
+// spawn runs f in a goroutine that Close waits for, and reports whether it
+// did: after Close began it does not.
+func (c *Client) spawn(f func()) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	// Under mu and before closed is set: this Add happens before Close's Wait.
+	c.bg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+	return true
+}
+
+// cleanup is abandon's release, run by the caller.
+func (c *Client) cleanup(b *binding, owner string, count int, gone bool) {
+	if b.multi != nil {
+		b.multi.cleanup(owner, gone)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	if err := exec(ctx, c.rc, b.releaseCall(owner, count, gone)).Error(); err != nil && !errors.Is(err, rueidis.ErrClosing) {
+		c.log.Warn("relock: best-effort release failed; it expires on its own", "lock", b.short, "err", err)
+	}
+}
+
+// releaseAll ends holds with ErrClosed and releases them in one round trip.
+func (c *Client) releaseAll(holds []*hold) {
+	if len(holds) == 0 {
+		return
+	}
+	calls := make([]luascripts.Call, 0, len(holds))
+	single := holds[:0]
+	for _, h := range holds {
+		// Close stopped the watchdog and tracks no hold any more: end the
+		// hold's Context; stop's other steps are done.
+		h.stop(fmt.Errorf("%w: the lease was released by Close", ErrClosed), nil)
+		if h.b.multi != nil {
+			h.b.multi.release(h.owner) // on its masters, each on its own Client
+			continue
+		}
+		calls = append(calls, h.b.releaseCall(h.owner, 0, false))
+		single = append(single, h)
+	}
+	holds = single
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	for i, r := range luascripts.ExecMulti(ctx, c.rc, calls...) {
+		if err := r.Error(); err != nil {
+			c.log.Warn("relock: release at Close failed; the lock expires after its lease", "lock", holds[i].b.short, "err", err)
+		}
+	}
+}
+
+// backoff spaces retries after network errors: 10ms doubling to 1s, with
+// jitter so that many clients cut off together do not retry in step.
+type backoff struct{ d time.Duration }
+
+// newBackoff returns a backoff starting at 10ms.
+func newBackoff() backoff { return backoff{d: 10 * time.Millisecond} }
+
+// next returns the next delay.
+func (b *backoff) next() time.Duration {
+	d := b.d/2 + rand.N(b.d/2+1)
+	b.d = min(2*b.d, time.Second)
+	return d
+}
+
+// sleep waits for the next delay and reports whether ctx is still live.
+func (b *backoff) sleep(ctx context.Context) bool {
+	t := time.NewTimer(b.next())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
