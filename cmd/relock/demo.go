@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,14 +16,24 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/mutex"
+	"github.com/relockgo/relock/redlock"
 )
 
 // probeTimeout bounds the ErrWouldDeadlock probe: a Lock under the lease's
 // Context is not bounded by the demo's timeout, and it should fail at once.
 const probeTimeout = 2 * time.Second
 
+// redlockMasters is how many embedded masters the redlock demo runs, and
+// killedMaster the one it kills mid-run (0-based): not the first, whose
+// Client tracks the leases, so that the demo shows the plain case.
+const (
+	redlockMasters = 5
+	killedMaster   = 2
+)
+
 // demoConfig is the demo's command line.
 type demoConfig struct {
+	kind     string        // "mutex" or "redlock"
 	redis    string        // host:port of a Redis server; empty: embedded miniredis
 	workers  int           // goroutines contending on the mutex
 	rounds   int           // acquisitions per worker
@@ -34,10 +43,23 @@ type demoConfig struct {
 	timeout  time.Duration // bounds the whole demo
 }
 
-func demoFlags(stderr io.Writer) (*flag.FlagSet, *demoConfig) {
+const demoHelp = `Usage: relock demo [flags]
+
+Runs workers that contend on one relock mutex, printing each acquisition and
+release, and checks mutual exclusion and fencing tokens. Without --redis it
+runs on an embedded Redis (miniredis). Exits 1 on any violation or error.
+
+With --kind redlock the lock is a redlock over five embedded Redis masters
+(miniredis), and the demo kills one of them once half the acquisitions are
+done: the lock keeps working on the four left, a majority.
+`
+
+// demoCommand returns the demo's command line.
+func demoCommand(stdout, stderr io.Writer) (*command, *demoConfig) {
 	cfg := &demoConfig{}
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("demo", demoHelp, stdout, stderr)
+	fs := c.fs
+	fs.StringVar(&cfg.kind, "kind", "mutex", "the lock: mutex (package mutex), or redlock (package redlock, over five embedded masters, one of them killed mid-run)")
 	fs.StringVar(&cfg.redis, "redis", "", "`host:port` of a real Redis server, standalone or cluster (default: an embedded miniredis)")
 	fs.IntVar(&cfg.workers, "workers", 4, "number of workers contending on the mutex")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "times each worker locks the mutex")
@@ -45,30 +67,23 @@ func demoFlags(stderr io.Writer) (*flag.FlagSet, *demoConfig) {
 	fs.StringVar(&cfg.name, "name", "demo", "name of the mutex")
 	fs.DurationVar(&cfg.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "lease of the mutex, renewed by the watchdog every third of it while held")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "give up when the demo has not finished after this long")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: relock demo [flags]
-
-Runs workers that contend on one relock mutex, printing each acquisition and
-release, and checks mutual exclusion and fencing tokens. Exits 1 on any
-violation or error.
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	return fs, cfg
+	return c, cfg
 }
 
 func (cfg *demoConfig) validate() error {
 	switch {
+	case cfg.kind != "mutex" && cfg.kind != "redlock":
+		return fmt.Errorf("--kind %q: want mutex or redlock", cfg.kind)
+	case cfg.kind == "redlock" && cfg.redis != "":
+		return errors.New("--redis: the redlock demo runs on five embedded masters of its own, so that it can kill one")
 	case cfg.workers < 1:
 		return fmt.Errorf("--workers %d: must be at least 1", cfg.workers)
 	case cfg.rounds < 1:
 		return fmt.Errorf("--rounds %d: must be at least 1", cfg.rounds)
 	case cfg.hold < 0:
 		return fmt.Errorf("--hold %v: must not be negative", cfg.hold)
-	case cfg.name == "" || strings.ContainsAny(cfg.name, "{}"):
-		return fmt.Errorf("--name %q: must be non-empty and hold no '{' or '}'", cfg.name)
+	case cfg.name == "":
+		return errors.New("--name: must not be empty")
 	case cfg.watchdog < relock.MinLease:
 		return fmt.Errorf("--watchdog %v: must be at least %v", cfg.watchdog, relock.MinLease)
 	case cfg.timeout <= 0:
@@ -81,62 +96,44 @@ func (cfg *demoConfig) validate() error {
 // have ended, and the relock Client, the rueidis client and the embedded
 // server are closed, when it returns.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, cfg := demoFlags(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "relock demo: unexpected argument %q\n\n", fs.Arg(0))
-		fs.Usage()
-		return exitUsage
+	cmd, cfg := demoCommand(stdout, stderr)
+	if _, code := cmd.parse(args, 0, 0); code != proceed {
+		return code
 	}
 	if err := cfg.validate(); err != nil {
-		fmt.Fprintf(stderr, "relock demo: %v\n", err)
-		return exitUsage
+		return cmd.usageError("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 
-	addr, where := cfg.redis, "Redis at "+cfg.redis
-	if addr == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			fmt.Fprintf(stderr, "relock demo: start the embedded Redis: %v\n", err)
-			return exitFail
-		}
-		defer mr.Close()
-		addr, where = mr.Addr(), "embedded miniredis at "+mr.Addr()
-	}
-	rc, err := newRedis(addr, cfg.redis == "")
-	if err != nil {
-		fmt.Fprintf(stderr, "relock demo: connect to %s: %v\n", addr, err)
-		return exitFail
-	}
-	defer rc.Close()
-	// The Client logs what it cannot return: renewal retries, lost
+	// The Clients log what they cannot return: renewal retries, lost
 	// subscriptions. Show them; they explain a failure.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := relock.New(rc, relock.WithWatchdogTimeout(cfg.watchdog), relock.WithLogger(logger))
-	if err != nil {
-		fmt.Fprintf(stderr, "relock demo: %v\n", err)
-		return exitFail
-	}
-	defer c.Close()
-
 	d := &demo{
 		cfg:  *cfg,
-		m:    mutex.New(c, cfg.name),
 		out:  stdout,
 		held: make(chan struct{}),
 		gate: make(chan struct{}),
 	}
-	fmt.Fprintf(stdout, "relock demo: mutex %q, %d workers × %d rounds, holding it %v per round and resting %v between rounds\n",
-		cfg.name, cfg.workers, cfg.rounds, cfg.hold, cfg.hold/2)
+	if cfg.kind == "redlock" {
+		closeAll, err := d.openRedlock(logger)
+		defer closeAll()
+		if err != nil {
+			fmt.Fprintf(stderr, "relock demo: %v\n", err)
+			return exitFail
+		}
+	} else {
+		closeAll, err := d.openMutex(logger)
+		defer closeAll()
+		if err != nil {
+			fmt.Fprintf(stderr, "relock demo: %v\n", err)
+			return exitFail
+		}
+	}
+	fmt.Fprintf(stdout, "relock demo: %s %q, %d workers × %d rounds, holding it %v per round and resting %v between rounds\n",
+		cfg.kind, cfg.name, cfg.workers, cfg.rounds, cfg.hold, cfg.hold/2)
 	fmt.Fprintf(stdout, "redis: %s; lease %v, renewed by the watchdog every %v while held\n\n",
-		where, cfg.watchdog, cfg.watchdog/3)
+		d.where, cfg.watchdog, cfg.watchdog/3)
 
 	d.run(ctx, stderr)
 	d.summary()
@@ -145,6 +142,94 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// openMutex sets d up with a mutex on the Redis of d.cfg, embedded unless
+// --redis names one, and returns what closes it all, even on error.
+func (d *demo) openMutex(logger *slog.Logger) (closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	addr := d.cfg.redis
+	d.where = "Redis at " + addr
+	if addr == "" {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return closeAll, fmt.Errorf("start the embedded Redis: %w", err)
+		}
+		closers = append(closers, mr.Close)
+		addr, d.where = mr.Addr(), "embedded miniredis at "+mr.Addr()
+	}
+	rc, err := newRedis(addr, d.cfg.redis == "")
+	if err != nil {
+		return closeAll, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	closers = append(closers, rc.Close)
+	c, err := relock.New(rc, relock.WithWatchdogTimeout(d.cfg.watchdog), relock.WithLogger(logger))
+	if err != nil {
+		return closeAll, err
+	}
+	closers = append(closers, func() { c.Close() })
+	d.m = mutex.New(c, d.cfg.name)
+	return closeAll, nil
+}
+
+// openRedlock sets d up with a redlock over five embedded masters, one of
+// which d kills mid-run, and returns what closes it all, even on error.
+// The killed master's Client logs nothing: its failures are the point.
+func (d *demo) openRedlock(logger *slog.Logger) (closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	var nodes []*relock.Client
+	var addrs []string
+	for i := range redlockMasters {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return closeAll, fmt.Errorf("start embedded master %d: %w", i+1, err)
+		}
+		closers = append(closers, mr.Close) // idempotent: the killed one too
+		rc, err := newRedis(mr.Addr(), true)
+		if err != nil {
+			return closeAll, fmt.Errorf("connect to embedded master %d at %s: %w", i+1, mr.Addr(), err)
+		}
+		closers = append(closers, rc.Close)
+		log := logger
+		if i == killedMaster {
+			log = slog.New(slog.DiscardHandler)
+			d.kill = mr.Close
+			d.killedAddr = mr.Addr()
+		}
+		c, err := relock.New(rc, relock.WithWatchdogTimeout(d.cfg.watchdog), relock.WithLogger(log))
+		if err != nil {
+			return closeAll, err
+		}
+		closers = append(closers, func() { c.Close() })
+		nodes = append(nodes, c)
+		addrs = append(addrs, mr.Addr())
+	}
+	d.m = redlock.New(nodes, d.cfg.name)
+	d.where = fmt.Sprintf("%d embedded miniredis masters at %s; a majority of %d holds the lock", redlockMasters, strings.Join(addrs, ", "), redlockMasters/2+1)
+	d.killAt = max(1, d.cfg.workers*d.cfg.rounds/2)
+	return closeAll, nil
+}
+
+// killMaster kills one master; the worker that made acquisition killAt
+// calls it after it released the lock, and the acquisitions after it run
+// on the masters left.
+func (d *demo) killMaster() {
+	d.kill()
+	d.mu.Lock()
+	d.killedAfter = d.grants
+	d.mu.Unlock()
+	d.event(time.Now(), fmt.Sprintf("main      KILLED master %d of %d (%s); the lock keeps working on the %d left, a majority",
+		killedMaster+1, redlockMasters, d.killedAddr, redlockMasters-1))
 }
 
 // newRedis connects to the Redis server at addr. Client-side caching is
@@ -169,9 +254,15 @@ func newRedis(addr string, embedded bool) (rueidis.Client, error) {
 // demo is one run of the demo: its workers and the referee that checks them.
 type demo struct {
 	cfg   demoConfig
-	m     *mutex.Mutex
-	out   io.Writer // safe for concurrent use
+	m     relock.Locker // a *mutex.Mutex or a *redlock.Mutex
+	out   io.Writer     // safe for concurrent use
+	where string        // the Redis the lock lives on, for the header
 	start time.Time
+
+	// The redlock demo's killing of a master; kill is nil for a mutex.
+	kill       func()
+	killedAddr string
+	killAt     int // the acquisition whose holder kills the master
 
 	held chan struct{} // closed once worker 1 holds the mutex for the first time
 	gate chan struct{} // closed once the TryLock probe is done: the other workers may start
@@ -188,6 +279,7 @@ type demo struct {
 	firstToken      int64
 	lastToken       int64 // token of the last grant
 	maxWait         time.Duration
+	killedAfter     int // acquisitions before the master was killed; 0: not killed
 	handoffs        int // grants to a worker that was waiting when the lock was released
 	maxHandoff      time.Duration
 	violations      int // of either kind
@@ -267,10 +359,16 @@ func (d *demo) round(ctx context.Context, id, round int) (err error) {
 		return fmt.Errorf("lock: %w", err)
 	}
 	got := time.Now()
-	d.acquired(id, lease.Token(), asked, got)
+	kill := d.acquired(id, lease.Token(), asked, got)
 	defer func() {
 		if uerr := d.release(id, lease, got); uerr != nil && err == nil {
 			err = fmt.Errorf("unlock: %w", uerr)
+		}
+		if kill {
+			// Between two holds: a lease granted by a bare majority (3 of
+			// 5) does not survive the loss of one of its own masters, since
+			// renewals do not take free masters back.
+			d.killMaster()
 		}
 	}()
 
@@ -285,7 +383,6 @@ func (d *demo) round(ctx context.Context, id, round int) (err error) {
 			return context.Cause(ctx)
 		}
 	}
-
 	t := time.NewTimer(d.cfg.hold)
 	defer t.Stop()
 	select {
@@ -306,8 +403,9 @@ func (d *demo) round(ctx context.Context, id, round int) (err error) {
 }
 
 // acquired records and prints a grant to worker id of token, asked for at
-// asked and returned at got, and checks it against the previous grant.
-func (d *demo) acquired(id int, token int64, asked, got time.Time) {
+// asked and returned at got, and checks it against the previous grant. It
+// reports whether the worker must now kill a master (redlock).
+func (d *demo) acquired(id int, token int64, asked, got time.Time) (kill bool) {
 	d.mu.Lock()
 	unlocking := d.unlocking
 	d.mu.Unlock()
@@ -321,6 +419,7 @@ func (d *demo) acquired(id int, token int64, asked, got time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.grants++
+	kill = d.kill != nil && d.grants == d.killAt
 	wait := got.Sub(asked)
 	d.maxWait = max(d.maxWait, wait)
 	line := fmt.Sprintf("worker %-2d acquired %s  token=%d  waited=%s", id, d.cfg.name, token, ms(wait))
@@ -342,6 +441,7 @@ func (d *demo) acquired(id int, token int64, asked, got time.Time) {
 		d.violationLocked("worker %d got token %d, not greater than the previous grant's %d", id, token, d.lastToken)
 	}
 	d.lastToken = token
+	return kill
 }
 
 // release gives up worker id's hold, acquired at got, and unlocks the lease.
@@ -423,6 +523,14 @@ func (d *demo) summary() {
 		fmt.Fprintf(d.out, "  tokens increasing  %d … %d, each grant's greater than the one before\n", d.firstToken, d.lastToken)
 	default:
 		fmt.Fprintf(d.out, "  tokens NOT increasing (see above)\n")
+	}
+	if d.kill != nil {
+		if d.killedAfter == 0 {
+			fmt.Fprintf(d.out, "  masters: none was killed (the run ended first)\n")
+		} else {
+			fmt.Fprintf(d.out, "  masters: master %d of %d was killed after acquisition %d; %s after it, on the %d masters left\n",
+				killedMaster+1, redlockMasters, d.killedAfter, plural(int64(d.grants-d.killedAfter), "acquisition"), redlockMasters-1)
+		}
 	}
 	if d.handoffs == 0 {
 		fmt.Fprintf(d.out, "  wake-ups: no worker was waiting when the mutex was released\n")

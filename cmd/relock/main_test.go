@@ -7,18 +7,20 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
-	"github.com/relockgo/relock"
-	"github.com/relockgo/relock/mutex"
+	"github.com/relockgo/relock/internal/redistest"
 )
 
+func TestMain(m *testing.M) { redistest.Main(m) }
+
 // checkLeaks fails t if a goroutine started during t is still running at
-// its end, after the cleanups registered later (miniredis.RunT's) ran.
+// its end, after the cleanups registered later (clients' Close) ran.
 //
 // It ignores one goroutine of rueidis's: a failed dial makes its cluster
 // client schedule a topology refresh in a goroutine that sleeps up to a
@@ -37,9 +39,37 @@ func checkLeaks(t *testing.T) {
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errs bytes.Buffer
-	code = run(args, &out, &errs)
+	code = run(context.Background(), args, &out, &errs)
 	t.Logf("relock %s → %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errs.String())
 	return code, out.String(), errs.String()
+}
+
+// server returns the shared Redis server and a client of it, with
+// checkLeaks set up between the two: the server's goroutines are not the
+// test's, the client's must be gone at its end.
+func server(t *testing.T) (*redistest.Server, rueidis.Client) {
+	t.Helper()
+	srv := redistest.Shared(t)
+	checkLeaks(t)
+	return srv, srv.Client(t)
+}
+
+// syncBuffer is a bytes.Buffer that a command writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 var acquiredRE = regexp.MustCompile(`worker (\d+) +acquired \S+  token=(\d+)`)
@@ -109,6 +139,35 @@ func TestDemoRenewsLeases(t *testing.T) {
 	checkDemo(t, code, stdout, stderr, 2, 1)
 }
 
+// TestDemoRedlock runs the demo on a redlock over five embedded masters,
+// one of which it kills after half the acquisitions: every acquisition
+// still happens, with exclusion and increasing tokens, some of them after
+// the kill.
+func TestDemoRedlock(t *testing.T) {
+	checkLeaks(t)
+	const workers, rounds = 3, 2
+	code, stdout, stderr := runCmd(t, "demo", "--kind", "redlock", "--workers", strconv.Itoa(workers), "--rounds", strconv.Itoa(rounds), "--hold", "50ms")
+	checkDemo(t, code, stdout, stderr, workers, rounds)
+	for _, want := range []string{
+		`relock demo: redlock "demo"`,
+		"5 embedded miniredis masters",
+		"main      KILLED master 3 of 5",
+		"); the lock keeps working on the 4 left, a majority",
+		"masters: master 3 of 5 was killed after acquisition 3; 3 acquisitions after it, on the 4 masters left",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	// The third holder kills the master: after its acquisition, before
+	// the fourth.
+	kill := strings.Index(stdout, "KILLED")
+	grants := acquiredRE.FindAllStringIndex(stdout, -1)
+	if len(grants) == workers*rounds && kill >= 0 && !(grants[2][0] < kill && kill < grants[3][0]) {
+		t.Errorf("the master was not killed between the third and fourth acquisitions")
+	}
+}
+
 // TestDemoReportsViolations checks that the demo's referee catches what it
 // is there to catch: two holders at once, and a token that does not increase.
 func TestDemoReportsViolations(t *testing.T) {
@@ -130,139 +189,84 @@ func TestDemoReportsViolations(t *testing.T) {
 	}
 }
 
-func TestInspect(t *testing.T) {
-	checkLeaks(t)
-	mr := miniredis.RunT(t)
-	rc, err := newRedis(mr.Addr(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	c, err := relock.New(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-
-	lease, err := mutex.New(c, "inspected").Lock(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := mr.Get("relock:{inspected}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strconv.FormatInt(lease.Token(), 10)
-
-	code, stdout, _ := runCmd(t, "inspect", "--redis", mr.Addr(), "inspected")
-	if code != exitOK {
-		t.Fatalf("exit status %d, want %d", code, exitOK)
-	}
-	for _, want := range []string{
-		"lock      relock:{inspected}\n",
-		"state     held (a string: mutex)\n",
-		"owner     " + owner + "\n",
-		"pttl      30000ms",
-		"fence     " + token + " ",
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("stdout lacks %q", want)
-		}
-	}
-
-	if err := lease.Unlock(); err != nil {
-		t.Fatal(err)
-	}
-	// Flags may follow the name.
-	code, stdout, _ = runCmd(t, "inspect", "inspected", "--redis", mr.Addr())
-	if code != exitOK {
-		t.Fatalf("exit status %d, want %d", code, exitOK)
-	}
-	for _, want := range []string{"state     free\n", "fence     " + token + " "} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("after Unlock, stdout lacks %q", want)
-		}
-	}
-}
-
-// TestInspectHash checks the display of a hash lock, the layout of the
-// reentrant, fair and read-write kinds, and of a custom prefix.
-func TestInspectHash(t *testing.T) {
-	checkLeaks(t)
-	mr := miniredis.RunT(t)
-	mr.HSet("app:{orders}", "owner-a:1", "2", "owner-b:7", "1")
-	mr.SetTTL("app:{orders}", 10*time.Second)
-	mr.Set("app:{orders}:fence", "1795000000000042")
-	if _, err := mr.Push("app:{orders}:queue", "owner-c:3", "owner-d:4"); err != nil {
-		t.Fatal(err)
-	}
-
-	code, stdout, _ := runCmd(t, "inspect", "--redis", mr.Addr(), "--prefix", "app", "orders")
-	if code != exitOK {
-		t.Fatalf("exit status %d, want %d", code, exitOK)
-	}
-	for _, want := range []string{
-		"lock      app:{orders}\n",
-		"2 field(s)",
-		"owner     owner-a:1  count=2\n",
-		"owner     owner-b:7  count=1\n",
-		"pttl      10000ms",
-		"fence     1795000000000042 ",
-		"also      app:{orders}:queue (list of 2)\n",
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("stdout lacks %q", want)
-		}
-	}
-}
-
-func TestUsage(t *testing.T) {
+// TestHelp checks that help, asked for in any of the ways, goes to stdout
+// with exit status 0 and nothing on stderr.
+func TestHelp(t *testing.T) {
 	for _, tc := range []struct {
-		args      []string
-		code      int
-		wantInErr string
+		args []string
+		want []string
 	}{
-		{nil, exitUsage, "Usage:"},
-		{[]string{"frobnicate"}, exitUsage, `unknown subcommand "frobnicate"`},
-		{[]string{"help"}, exitOK, "relock demo"},
-		{[]string{"help", "inspect"}, exitOK, "--prefix"},
-		{[]string{"help", "nope"}, exitUsage, "unknown topic"},
-		{[]string{"demo", "-h"}, exitOK, "-workers"},
-		{[]string{"demo", "--workers", "0"}, exitUsage, "--workers 0"},
-		{[]string{"demo", "--name", "a{b}"}, exitUsage, "--name"},
-		{[]string{"demo", "--bogus"}, exitUsage, "flag provided but not defined"},
-		{[]string{"demo", "extra"}, exitUsage, `unexpected argument "extra"`},
-		{[]string{"inspect", "demo"}, exitUsage, "--redis is required"},
-		{[]string{"inspect", "--redis", "127.0.0.1:1"}, exitUsage, "want one lock NAME"},
-		{[]string{"inspect", "--redis", "127.0.0.1:1", "a", "b"}, exitUsage, "want one lock NAME"},
-		{[]string{"inspect", "--redis", "127.0.0.1:1", "--prefix", "", "a"}, exitUsage, "--prefix"},
+		{[]string{"help"}, []string{"relock demo", "relock inspect", "relock list", "relock unlock --force", "relock watch"}},
+		{[]string{"-h"}, []string{"relock inspect"}},
+		{[]string{"--help"}, []string{"relock watch"}},
+		{[]string{"help", "demo"}, []string{"Usage: relock demo", "-workers"}},
+		{[]string{"help", "inspect"}, []string{"Usage: relock inspect", "-prefix", "-json", "waiting_writers", "remaining_ms"}},
+		{[]string{"help", "list"}, []string{"Usage: relock list", "SCAN", "-all"}},
+		{[]string{"help", "unlock"}, []string{"Usage: relock unlock", "-force"}},
+		{[]string{"help", "watch"}, []string{"Usage: relock watch", "-for", "SSUBSCRIBE"}},
+		{[]string{"demo", "-h"}, []string{"Usage: relock demo", "-workers", "-kind", "redlock"}},
+		{[]string{"inspect", "--help"}, []string{"Usage: relock inspect", "-redis"}},
+		{[]string{"list", "-h"}, []string{"Usage: relock list"}},
+		{[]string{"unlock", "-h"}, []string{"Usage: relock unlock"}},
+		{[]string{"watch", "x", "-h"}, []string{"Usage: relock watch"}},
 	} {
 		var out, errs bytes.Buffer
-		if code := run(tc.args, &out, &errs); code != tc.code {
-			t.Errorf("relock %q: exit status %d, want %d", tc.args, code, tc.code)
+		if code := run(context.Background(), tc.args, &out, &errs); code != exitOK {
+			t.Errorf("relock %q: exit status %d, want %d", tc.args, code, exitOK)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("relock %q: stdout lacks %q:\n%s", tc.args, want, out.String())
+			}
+		}
+		if errs.Len() != 0 {
+			t.Errorf("relock %q: wrote to stderr: %q", tc.args, errs.String())
+		}
+	}
+}
+
+// TestUsage checks that a bad command line is exit status 2, explained on
+// stderr, with nothing on stdout.
+func TestUsage(t *testing.T) {
+	const addr = "127.0.0.1:1" // never dialed: the command line is checked first
+	for _, tc := range []struct {
+		args      []string
+		wantInErr string
+	}{
+		{nil, "Usage:"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"help", "nope"}, "unknown topic"},
+		{[]string{"demo", "--workers", "0"}, "--workers 0"},
+		{[]string{"demo", "--name", ""}, "--name"},
+		{[]string{"demo", "--bogus"}, "flag provided but not defined"},
+		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+		{[]string{"demo", "--kind", "fair"}, `--kind "fair"`},
+		{[]string{"demo", "--kind", "redlock", "--redis", addr}, "--redis"},
+		{[]string{"inspect", "demo"}, "--redis is required"},
+		{[]string{"inspect", "--redis", addr}, "want one lock NAME"},
+		{[]string{"inspect", "--redis", addr, "a", "b"}, "want one lock NAME"},
+		{[]string{"inspect", "--redis", addr, ""}, "must not be empty"},
+		{[]string{"inspect", "--redis", addr, "--prefix", "", "a"}, "--prefix"},
+		{[]string{"inspect", "--redis", addr, "--prefix", "p{", "a"}, "--prefix"},
+		{[]string{"inspect", "--redis", addr, "--timeout", "0s", "a"}, "--timeout"},
+		{[]string{"inspect", "--redis", addr, "--max", "0", "a"}, "--max"},
+		{[]string{"list"}, "--redis is required"},
+		{[]string{"list", "--redis", addr, "a*", "b*"}, "at most one PATTERN"},
+		{[]string{"unlock", "--redis", addr, "a"}, "without --force"},
+		{[]string{"unlock", "--redis", addr, "--force"}, "want one lock NAME"},
+		{[]string{"watch", "--redis", addr, "--poll", "0s", "a"}, "--poll"},
+		{[]string{"watch", "--redis", addr, "--for", "-1s", "a"}, "--for"},
+	} {
+		var out, errs bytes.Buffer
+		if code := run(context.Background(), tc.args, &out, &errs); code != exitUsage {
+			t.Errorf("relock %q: exit status %d, want %d", tc.args, code, exitUsage)
 		}
 		if !strings.Contains(errs.String(), tc.wantInErr) {
 			t.Errorf("relock %q: stderr lacks %q:\n%s", tc.args, tc.wantInErr, errs.String())
 		}
 		if out.Len() != 0 {
-			t.Errorf("relock %q: usage went to stdout: %q", tc.args, out.String())
+			t.Errorf("relock %q: wrote to stdout: %q", tc.args, out.String())
 		}
-	}
-}
-
-// TestInspectUnreachable checks that a server that does not answer is a
-// failure, not a usage error.
-func TestInspectUnreachable(t *testing.T) {
-	checkLeaks(t)
-	mr := miniredis.RunT(t)
-	addr := mr.Addr()
-	mr.Close()
-	code, _, stderr := runCmd(t, "inspect", "--redis", addr, "x")
-	if code != exitFail {
-		t.Errorf("exit status %d, want %d", code, exitFail)
-	}
-	if !strings.Contains(stderr, "connect to "+addr) {
-		t.Errorf("stderr lacks the address: %q", stderr)
 	}
 }
 
