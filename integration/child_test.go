@@ -155,6 +155,10 @@ func TestChild(t *testing.T) {
 		childWait(t, rc, args)
 	case "read":
 		childRead(t, rc, args)
+	case "soak":
+		childSoak(t, rc, args)
+	case "redlock-counter":
+		childRedlockCounter(t, rc, args)
 	default:
 		t.Fatalf("unknown role %q", role)
 	}

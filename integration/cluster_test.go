@@ -55,7 +55,7 @@ func TestCluster(t *testing.T) {
 						t.Error(err)
 					}
 				}()
-				channel := "relock:{" + name + "}:wake"
+				channel := layoutKey(relock.DefaultKeyPrefix, layoutEscape(name), ":wake")
 				locktest.Eventually(t, "the waiter to subscribe", func() bool {
 					v, err := rc.Do(ctx, rc.B().PubsubShardnumsub().Channel(channel).Build()).AsIntMap()
 					return err == nil && v[channel] == 1
@@ -74,4 +74,43 @@ func TestCluster(t *testing.T) {
 		require.NoError(t, r.Unlock())
 		require.NoError(t, r2.Unlock())
 	})
+}
+
+// TestClusterBraceNames: on a 3-master cluster, every key and the channel of
+// a lock whose name holds braces hash to one slot, and every kind works on
+// such names (the scripts would be refused across slots).
+func TestClusterBraceNames(t *testing.T) {
+	nodes := redistest.NewCluster(t, 3)
+	rc := nodes[0].Client(t)
+	require.Equal(t, rueidis.ClientModeCluster, rc.Mode())
+	ctx := context.Background()
+	slots := map[int64]bool{}
+	for _, n := range braceNames {
+		var first int64 = -1
+		for _, suffix := range layoutSuffixes {
+			key := layoutKey(relock.DefaultKeyPrefix, layoutEscape(n), suffix)
+			slot, err := rc.Do(ctx, rc.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+			require.NoError(t, err)
+			if first == -1 {
+				first = slot
+			}
+			assert.Equal(t, first, slot, "%q is in the slot of lock %q", key, n)
+		}
+		slots[first] = true
+	}
+	// Each lock has its own hash tag: the names spread over slots.
+	assert.Greater(t, len(slots), 1, "all names in one slot")
+
+	for _, side := range braceSides {
+		t.Run(side.kind, func(t *testing.T) {
+			prefix := "relock-" + t.Name()
+			testBraceNames(t, braceEnv{
+				prefix:  prefix,
+				holder:  locktest.Client(t, nodes[1].Client(t), relock.WithKeyPrefix(prefix), relock.WithWatchdogTimeout(braceWatchdog)),
+				other:   locktest.Client(t, nodes[2].Client(t), relock.WithKeyPrefix(prefix)),
+				rc:      rc,
+				watcher: nodes[0].Client(t),
+			}, side)
+		})
+	}
 }

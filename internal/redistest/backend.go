@@ -18,7 +18,6 @@ import (
 const (
 	envBackend      = "RELOCK_REDIS_BACKEND" // "container" or "process" forces that backend
 	envImage        = "RELOCK_REDIS_IMAGE"   // image of the container backend
-	envRequire      = "RELOCK_REQUIRE_REDIS" // "1": a missing Redis fails the test instead of skipping it
 	envChild        = "RELOCK_TEST_CHILD"    // set in re-executed child test processes
 	envRyuk         = "TESTCONTAINERS_RYUK_DISABLED"
 	envHostOverride = "TESTCONTAINERS_HOST_OVERRIDE"
@@ -42,31 +41,30 @@ func image() string {
 	return defaultImage
 }
 
-func requireRedis() bool { return os.Getenv(envRequire) == "1" }
+// errUnavailable marks a failure to find any Redis to start: no Docker
+// engine that can run the image and no redis-server on PATH. Its message says
+// how to get Redis. Like every other start error, it fails the test.
+var errUnavailable = errors.New("redistest: no Redis to test against")
 
-// errUnavailable marks a failure to find any Redis to start: the test is
-// skipped, or fails under RELOCK_REQUIRE_REDIS=1. Every other start error fails.
-var errUnavailable = errors.New("redistest: no Redis available")
+// noRedis returns an errUnavailable saying why none was found and how to get
+// one.
+func noRedis(why string) error {
+	return fmt.Errorf("%w: %s.\nGet Redis: a Docker engine with the image %s ($%s), or redis-server on PATH (apt-get install redis-server); or run go test -short to skip the tests that need Redis",
+		errUnavailable, why, image(), envImage)
+}
 
-// skipOrFatal ends the test for err, a failure to get a server.
-func skipOrFatal(t testing.TB, err error) {
+// skipShort skips t under go test -short, the Go convention for "no
+// external services": the Redis tests are then skipped, not failed.
+func skipShort(t testing.TB) {
 	t.Helper()
-	if errors.Is(err, errUnavailable) && !requireRedis() {
-		t.Skip(err)
+	if testing.Short() {
+		t.Skip("redistest: go test -short: skipping a test that needs a Redis server")
 	}
-	if errors.Is(err, errUnavailable) {
-		t.Fatalf("%v (%s=1)", err, envRequire)
-	}
-	t.Fatal(err)
 }
 
 var (
 	dockerOnce sync.Once
 	dockerErr  error // nil when a Docker engine answered the probe
-
-	redisOnce sync.Once
-	redisPath string // the redis-server binary, "" when not on PATH
-	redisErr  error
 
 	brokenMu  sync.Mutex
 	brokenErr error // the first container start failure in automatic mode
@@ -101,18 +99,13 @@ func dockerAvailable() error {
 }
 
 // redisServer returns the path of redis-server on PATH.
-func redisServer() (string, error) {
-	redisOnce.Do(func() {
-		redisPath, redisErr = exec.LookPath("redis-server")
-	})
-	return redisPath, redisErr
-}
+func redisServer() (string, error) { return exec.LookPath("redis-server") }
 
 // launch starts one server on the backend the environment selects:
 // RELOCK_REDIS_BACKEND when set; otherwise a container when a Docker engine
-// answers, a redis-server process when the container fails to start (unless
-// RELOCK_REQUIRE_REDIS=1) or there is no engine. logf receives a note on a
-// fallback. An error wrapping errUnavailable means neither backend exists.
+// answers, and a redis-server process when there is no engine or its
+// container fails to start. logf receives a note on a fallback. An error
+// wrapping errUnavailable means neither backend can start a server.
 func launch(cfg nodeConfig, logf func(format string, args ...any)) (*Server, error) {
 	switch b := os.Getenv(envBackend); b {
 	case backendContainer:
@@ -122,7 +115,7 @@ func launch(cfg nodeConfig, logf func(format string, args ...any)) (*Server, err
 		return startContainer(cfg)
 	case backendProcess:
 		if _, err := redisServer(); err != nil {
-			return nil, fmt.Errorf("redistest: %s=%s but redis-server is not usable: %w", envBackend, b, err)
+			return nil, fmt.Errorf("redistest: %s=%s but redis-server is not usable (apt-get install redis-server): %w", envBackend, b, err)
 		}
 		return startProcess(cfg)
 	case "":
@@ -130,19 +123,29 @@ func launch(cfg nodeConfig, logf func(format string, args ...any)) (*Server, err
 		return nil, fmt.Errorf("redistest: %s=%q: want %q or %q", envBackend, b, backendContainer, backendProcess)
 	}
 
-	if dockerAvailable() == nil && containersBroken() == nil {
+	var why string // why there is no container
+	fellBack := false
+	switch dockerErr, brokenErr := dockerAvailable(), containersBroken(); {
+	case dockerErr != nil:
+		why = fmt.Sprintf("no Docker engine answers (%v)", dockerErr)
+	case brokenErr != nil:
+		why = fmt.Sprintf("the Docker engine did not start a container (%v)", brokenErr)
+	default:
 		s, err := startContainer(cfg)
 		if err == nil {
 			return s, nil
 		}
-		if requireRedis() {
-			return nil, err
-		}
+		// One failure settles it for the binary: a missing image costs one
+		// attempt, not one per test.
 		markContainersBroken(err)
-		logf("redistest: falling back to redis-server processes for the rest of this test binary: %v", err)
+		why = fmt.Sprintf("the Docker engine did not start a container (%v)", err)
+		fellBack = true
 	}
 	if _, err := redisServer(); err != nil {
-		return nil, fmt.Errorf("%w: no Docker engine answers (or its container failed) and redis-server is not on PATH", errUnavailable)
+		return nil, noRedis(why + ", and redis-server is not on PATH")
+	}
+	if fellBack {
+		logf("redistest: %s; using redis-server processes for the rest of this test binary", why)
 	}
 	return startProcess(cfg)
 }

@@ -23,18 +23,19 @@ const clusterSlots = 16384
 // kept) but not its data, and the cluster reports itself failed while a node
 // is down (full coverage is required). Tests wait for convergence themselves.
 //
-// The cluster always runs on the process backend: NewCluster skips the test
-// under RELOCK_REDIS_BACKEND=container, skips it when redis-server is not on
-// PATH (fails it under RELOCK_REQUIRE_REDIS=1), and fails it when the nodes
-// do not start or do not form a cluster within 30 seconds.
+// The cluster always runs on the process backend: NewCluster fails the test
+// when redis-server is not on PATH, or when the nodes do not start or do not
+// form a cluster within 30 seconds. It skips the test under go test -short,
+// and under RELOCK_REDIS_BACKEND=container, which rules processes out.
 func NewCluster(t testing.TB, masters int) []*Server {
 	t.Helper()
+	skipShort(t)
 	if os.Getenv(envBackend) == backendContainer {
 		t.Skipf("redistest: NewCluster runs redis-server processes only, and %s=%s", envBackend, backendContainer)
 	}
 	nodes := newNodes(t, masters, true, func(cfg nodeConfig, _ func(string, ...any)) (*Server, error) {
 		if _, err := redisServer(); err != nil {
-			return nil, fmt.Errorf("%w: NewCluster needs redis-server on PATH: %v", errUnavailable, err)
+			return nil, fmt.Errorf("%w: NewCluster runs redis-server processes, and redis-server is not on PATH (%v).\nGet it: apt-get install redis-server; or run go test -short to skip the tests that need Redis", errUnavailable, err)
 		}
 		return startProcess(cfg)
 	})

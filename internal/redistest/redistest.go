@@ -8,11 +8,17 @@
 //   - Otherwise, when a Docker engine answers, a container of
 //     RELOCK_REDIS_IMAGE (default redis:7.0.15) through testcontainers-go,
 //     with Ryuk disabled. If the container does not start (say the image is
-//     missing and cannot be pulled) the test fails under
-//     RELOCK_REQUIRE_REDIS=1; without it the binary falls back to processes
-//     for good, saying so in the test log.
+//     missing and cannot be pulled), the binary uses redis-server processes
+//     from then on, saying so in the test log.
 //   - Otherwise a redis-server child process on a free 127.0.0.1 port.
-//   - Otherwise the test is skipped, or fails under RELOCK_REQUIRE_REDIS=1.
+//   - Otherwise the test FAILS, saying how to get Redis: a Docker engine
+//     with the image, or redis-server on PATH (apt-get install
+//     redis-server).
+//
+// A test that needs Redis never passes by skipping. To run the rest of a
+// package without Redis, use go test -short (the Go convention for "no
+// external services"): New, NewN, NewCluster and Shared then skip the test,
+// saying so, and start nothing.
 //
 // Containers publish on 127.0.0.1, so the Docker engine must run on this
 // host. Servers keep no data across a restart (no RDB, no AOF).
@@ -24,8 +30,8 @@
 // containers stay: they carry the label org.relockgo.redistest, and .ci/run
 // removes them.
 //
-// Every call that takes a testing.TB reports failure through it (Fatal or
-// Skip), so it must be made on the test's own goroutine.
+// Every call that takes a testing.TB reports failure through it (Fatal, or
+// Skip under -short), so it must be made on the test's own goroutine.
 package redistest
 
 import (
@@ -224,9 +230,9 @@ func (s *Server) remove(ctx context.Context) error {
 
 // New starts a dedicated server for this test, which may Stop, Pause and
 // Restart it; it is removed in t.Cleanup, and its last log lines are logged
-// there if the test failed. New skips the test when no Redis can be started
-// (fails instead under RELOCK_REQUIRE_REDIS=1) and fails it when the chosen
-// backend cannot start a server.
+// there if the test failed. New fails the test when no server can be started
+// (with advice on getting Redis when there is none at all), and skips it
+// under go test -short.
 func New(t testing.TB) *Server {
 	t.Helper()
 	return newNodes(t, 1, false, launch)[0]
@@ -242,6 +248,7 @@ func NewN(t testing.TB, n int) []*Server {
 // t.Cleanup.
 func newNodes(t testing.TB, n int, cluster bool, start func(nodeConfig, func(string, ...any)) (*Server, error)) []*Server {
 	t.Helper()
+	skipShort(t)
 	if n < 1 {
 		t.Fatalf("redistest: %d servers requested", n)
 	}
@@ -296,7 +303,7 @@ func newNodes(t testing.TB, n int, cluster bool, start func(nodeConfig, func(str
 	}
 	for _, err := range errs {
 		if err != nil {
-			skipOrFatal(t, err)
+			t.Fatal(err)
 		}
 	}
 	return servers
@@ -313,9 +320,9 @@ var (
 // first use. Tests sharing it must use unique key names and must not Stop,
 // Start, Pause or Resume it (those calls fail the test). It is stopped by
 // Main, so the package's TestMain must call Main; Shared fails the test
-// otherwise, and in a re-executed child process. It skips or fails the test
-// as New does when no server can be started, and every later call repeats
-// the first outcome.
+// otherwise, and in a re-executed child process. It fails the test as New
+// does when no server can be started, and every later call repeats the first
+// outcome; under go test -short it skips the test and starts nothing.
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	if os.Getenv(envChild) != "" {
@@ -324,13 +331,14 @@ func Shared(t testing.TB) *Server {
 	if !mainRunning.Load() {
 		t.Fatal("redistest: Shared needs redistest.Main in the package's TestMain, which stops the server")
 	}
+	skipShort(t)
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if sharedServer == nil && sharedErr == nil {
 		sharedServer, sharedErr = startShared(t.Logf)
 	}
 	if sharedErr != nil {
-		skipOrFatal(t, sharedErr)
+		t.Fatal(sharedErr)
 	}
 	return sharedServer
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,11 +17,14 @@ import (
 func TestMain(m *testing.M) { Main(m) }
 
 // startOn starts a dedicated server on backend, whatever the environment
-// selects, and removes it in t.Cleanup. The container backend is skipped
-// only when no Docker engine answers; a container that fails to start (a
-// missing image) skips the test too, unless RELOCK_REQUIRE_REDIS=1.
+// selects, and removes it in t.Cleanup. A backend that cannot start a server
+// fails the test when RELOCK_REDIS_BACKEND forces it or, for the process
+// backend, when nothing forces the other one; otherwise the test skips,
+// saying why: the other backend's subtest still runs.
 func startOn(t *testing.T, backend string) *Server {
 	t.Helper()
+	skipShort(t)
+	forced := os.Getenv(envBackend) == backendContainer
 	cfg := nodeConfig{name: t.Name(), dir: t.TempDir(), testLog: t}
 	var (
 		s   *Server
@@ -27,17 +32,15 @@ func startOn(t *testing.T, backend string) *Server {
 	)
 	switch backend {
 	case backendContainer:
-		if err := dockerAvailable(); err != nil {
-			t.Skipf("no Docker engine answers: %v", err)
+		if err := dockerAvailable(); err != nil && !forced {
+			t.Skipf("no Docker engine answers, and %s does not force containers: %v", envBackend, err)
 		}
 		s, err = startContainer(cfg)
-		if err != nil && !requireRedis() {
-			t.Skipf("the container backend cannot start a server: %v", err)
+		if err != nil && !forced {
+			t.Skipf("the container backend cannot start a server, and %s does not force it: %v", envBackend, err)
 		}
 	case backendProcess:
-		if _, err := redisServer(); err != nil {
-			skipOrFatal(t, fmt.Errorf("%w: %v", errUnavailable, err))
-		}
+		needProcesses(t)
 		s, err = startProcess(cfg)
 	}
 	if err != nil {
@@ -51,6 +54,16 @@ func startOn(t *testing.T, backend string) *Server {
 		}
 	})
 	return s
+}
+
+// needProcesses skips t when redis-server is not on PATH and
+// RELOCK_REDIS_BACKEND=container rules processes out; without that, the
+// process backend's own failure fails the test.
+func needProcesses(t *testing.T) {
+	t.Helper()
+	if _, err := redisServer(); err != nil && os.Getenv(envBackend) == backendContainer {
+		t.Skipf("redis-server is not on PATH, and %s=%s rules processes out", envBackend, backendContainer)
+	}
 }
 
 func TestServerLifecycle(t *testing.T) {
@@ -131,16 +144,19 @@ func TestStopWhilePaused(t *testing.T) {
 	}
 }
 
+// missingImage is an image no registry has.
+const missingImage = "relock/redistest-missing:none"
+
 func TestContainerMissingImage(t *testing.T) {
+	skipShort(t)
 	if err := dockerAvailable(); err != nil {
 		t.Skipf("no Docker engine answers: %v", err)
 	}
-	const missing = "relock/redistest-missing:none"
-	t.Setenv(envImage, missing)
+	t.Setenv(envImage, missingImage)
 
 	_, err := startContainer(nodeConfig{name: t.Name(), dir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), missing) {
-		t.Fatalf("startContainer with image %s: %v, want an error naming the image", missing, err)
+	if err == nil || !strings.Contains(err.Error(), missingImage) {
+		t.Fatalf("startContainer with image %s: %v, want an error naming the image", missingImage, err)
 	}
 
 	t.Run("forced", func(t *testing.T) {
@@ -149,24 +165,9 @@ func TestContainerMissingImage(t *testing.T) {
 			t.Fatal("launch with a forced container backend and a missing image succeeded")
 		}
 	})
-	t.Run("required", func(t *testing.T) {
-		t.Setenv(envBackend, "")
-		t.Setenv(envRequire, "1")
-		defer restoreBroken(brokenErr)
-		brokenErr = nil
-		if _, err := launch(nodeConfig{name: t.Name(), dir: t.TempDir()}, t.Logf); err == nil {
-			t.Fatal("launch under RELOCK_REQUIRE_REDIS=1 with a missing image succeeded")
-		}
-		if containersBroken() != nil {
-			t.Error("a required container backend was given up for the process one")
-		}
-	})
 	t.Run("fallback", func(t *testing.T) {
-		if _, err := redisServer(); err != nil {
-			t.Skip("redis-server is not on PATH")
-		}
+		needProcesses(t)
 		t.Setenv(envBackend, "")
-		t.Setenv(envRequire, "")
 		defer restoreBroken(brokenErr)
 		brokenErr = nil
 		var note string
@@ -175,8 +176,30 @@ func TestContainerMissingImage(t *testing.T) {
 			t.Fatalf("launch without a usable image: %v, want a process fallback", err)
 		}
 		defer s.remove(context.Background())
-		if s.Backend() != backendProcess || !strings.Contains(note, missing) {
+		if s.Backend() != backendProcess || !strings.Contains(note, missingImage) {
 			t.Fatalf("launch fell back to %q with note %q, want the process backend and a note naming the image", s.Backend(), note)
+		}
+	})
+	t.Run("no redis-server", func(t *testing.T) {
+		t.Setenv(envBackend, "")
+		t.Setenv("PATH", t.TempDir())
+		defer restoreBroken(brokenErr)
+		brokenErr = nil
+		var note string
+		_, err := launch(nodeConfig{name: t.Name(), dir: t.TempDir()}, func(f string, a ...any) { note = fmt.Sprintf(f, a...) })
+		if !errors.Is(err, errUnavailable) {
+			t.Fatalf("launch without a usable image or redis-server: %v, want errUnavailable", err)
+		}
+		for _, want := range []string{missingImage, "apt-get install redis-server", "-short"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("launch failed with %q, want it to say %q", err, want)
+			}
+		}
+		if note != "" {
+			t.Errorf("launch noted a fallback that did not happen: %q", note)
+		}
+		if containersBroken() == nil {
+			t.Error("a failed container start was not remembered: every test would try again")
 		}
 	})
 }
@@ -268,4 +291,85 @@ func get(c rueidis.Client, key string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return c.Do(ctx, c.B().Get().Key(key).Build()).ToString()
+}
+
+// envProbe marks the child process of TestWithoutRedis.
+const envProbe = "RELOCK_REDISTEST_PROBE"
+
+// TestWithoutRedis runs TestProbeChild in a child process that finds no Redis
+// at all (no Docker engine, no redis-server on PATH): every way of getting a
+// server must fail the test with the advice on how to get Redis, never skip
+// it; under -short they must skip instead, saying why.
+func TestWithoutRedis(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(short bool) (string, error) {
+		args := []string{"-test.run=^TestProbeChild$", "-test.count=1", "-test.v"}
+		if short {
+			args = append(args, "-test.short")
+		}
+		cmd := exec.Command(exe, args...)
+		cmd.Env = append(os.Environ(),
+			envProbe+"=1",
+			"PATH="+t.TempDir(), // no redis-server
+			// testcontainers-go falls back to the default socket when
+			// DOCKER_HOST does not answer, so a local engine may still
+			// answer: a missing image makes it fail to start a container.
+			"DOCKER_HOST=unix:///nonexistent",
+			envImage+"="+missingImage,
+			envBackend+"=",
+		)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := run(false)
+	if err == nil {
+		t.Fatalf("without Redis the child passed, want it to fail:\n%s", out)
+	}
+	for _, sub := range []string{"Shared", "New", "NewN", "NewCluster"} {
+		if !strings.Contains(out, "--- FAIL: TestProbeChild/"+sub+" ") {
+			t.Errorf("without Redis, %s did not fail the test", sub)
+		}
+	}
+	for _, want := range []string{"apt-get install redis-server", missingImage, "Docker", "-short"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the failure does not say %q", want)
+		}
+	}
+	if strings.Contains(out, "--- SKIP") {
+		t.Errorf("without Redis a test was skipped, want failed")
+	}
+	if t.Failed() {
+		t.Logf("child output:\n%s", out)
+	}
+
+	out, err = run(true)
+	if err != nil {
+		t.Fatalf("without Redis under -short the child failed (%v), want it to skip:\n%s", err, out)
+	}
+	for _, sub := range []string{"Shared", "New", "NewN", "NewCluster"} {
+		if !strings.Contains(out, "--- SKIP: TestProbeChild/"+sub+" ") {
+			t.Errorf("under -short, %s did not skip the test", sub)
+		}
+	}
+	if !strings.Contains(out, "-short") {
+		t.Errorf("the skip does not say it is -short's")
+	}
+	if t.Failed() {
+		t.Logf("child output:\n%s", out)
+	}
+}
+
+// TestProbeChild is TestWithoutRedis's child: each subtest asks for a server.
+func TestProbeChild(t *testing.T) {
+	if os.Getenv(envProbe) == "" {
+		t.Skip("runs only as the child process of TestWithoutRedis")
+	}
+	t.Run("Shared", func(t *testing.T) { Shared(t) })
+	t.Run("New", func(t *testing.T) { New(t) })
+	t.Run("NewN", func(t *testing.T) { NewN(t, 2) })
+	t.Run("NewCluster", func(t *testing.T) { NewCluster(t, 3) })
 }
