@@ -182,6 +182,7 @@ func run(ctx context.Context, cfg config) (string, error) {
 	res.Floor, res.Uncontended = r.sequentialRows(ctx)
 	res.Distinct = r.distinctRows(ctx)
 	res.HotKey = r.hotKeyRows(ctx)
+	res.Redlock = r.redlockRows(ctx)
 	res.Watchdog = r.watchdogRows(ctx)
 	if ctx.Err() != nil {
 		return "", errors.New("interrupted")

@@ -286,6 +286,10 @@ func report(res *Results, plots []plotFile) string {
 		}
 	}
 
+	if res.Redlock != nil {
+		redlockSection(&w, res.Redlock)
+	}
+
 	w.text("## Method")
 	w.text("")
 	w.text("- One binary runs everything against the same Redis; the hot-key rows re-execute it as two child processes, which print their figures as JSON for the parent to merge, and the watchdog rows run in a child process so that its CPU is the library's alone.")

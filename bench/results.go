@@ -11,6 +11,7 @@ type Results struct {
 	Distinct    []ThroughputRow   `json:"distinct"`
 	HotKey      []HotKeyRow       `json:"hot_key"`
 	Watchdog    []WatchdogRow     `json:"watchdog"`
+	Redlock     *RedlockResults   `json:"redlock,omitempty"` // scenario 7: five masters
 	Targets     []Target          `json:"targets"`
 	Profiles    []ProfileSummary  `json:"profiles,omitempty"`
 	Durations   map[string]string `json:"durations"` // how long each scenario ran per row
