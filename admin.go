@@ -40,12 +40,11 @@ func (b *binding) ForceUnlock(ctx context.Context) (bool, error) {
 			return held
 		}) > 0, nil
 	}
-	k := b.keys
-	n, err := luascripts.ForceUnlock.Exec(ctx, b.c.rc, []string{k.Lock, k.Readers, k.Gone}, []string{k.Wake, b.c.publish, b.goneMs}).AsInt64()
+	n, err := luascripts.ForceUnlockCall(b.keys, b.c.publish, b.goneMs).Exec(ctx, b.c.rc).AsInt64()
 	if err != nil {
 		return false, b.wrap("force unlock", err)
 	}
-	return n == 1, nil
+	return n == luascripts.Held, nil
 }
 
 // HoldCount returns the hold count that Redis records for the owner ctx

@@ -34,8 +34,9 @@ type Client struct {
 	timeout time.Duration // lease of watchdog-managed locks
 	log     *slog.Logger
 	obs     Observer // nil: none
-	publish string   // "publish", or "spublish" in cluster mode
-	id      string   // unique per Client; owner ids are id:seq
+	ack     replicaAck
+	publish string // "publish", or "spublish" in cluster mode
+	id      string // unique per Client; owner ids are id:seq
 	seq     atomic.Uint64
 	wd      *watchdog.Watchdog
 	hub     *wake.Hub
@@ -76,6 +77,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		publish: "publish",
 		id:      uuid.NewString(),
 		obs:     cfg.obs,
+		ack:     cfg.ack,
 		wd:      watchdog.New(rc, cfg.log, renewalReport(cfg.obs)),
 		hub:     wake.NewHub(rc, sharded, cfg.log),
 		done:    make(chan struct{}),

@@ -33,7 +33,7 @@ type binding struct {
 	spec          *kind.Spec
 	name          string
 	short         string // name as it appears in messages
-	keys          kind.Keys
+	keys          luascripts.Keys
 	lease         time.Duration
 	ms            string // lease in milliseconds, as scripts take it
 	fixed         bool   // lease set by WithLease: not renewed
@@ -71,7 +71,7 @@ func newBinding(c *Client, name string, spec *kind.Spec, opts []LockOption) *bin
 	if c == nil {
 		return b
 	}
-	b.keys = kind.NewKeys(c.prefix, name)
+	b.keys = luascripts.NewKeys(c.prefix, name)
 	b.lease = c.timeout
 	if cfg.lease > 0 {
 		b.lease, b.fixed = cfg.lease, true
@@ -126,78 +126,30 @@ func (b *binding) check() error {
 	return nil
 }
 
-// The scripts' calls, laid out as kind.Spec says.
+// The scripts' calls of this lock (see luascripts/abi.go).
 
 // acquireCall is an acquire attempt of owner: queued when wait is set (a
 // Lock), and taken within the hold of owner within (a downgrade) if set.
 func (b *binding) acquireCall(owner string, wait bool, within string) luascripts.Call {
-	flag := "0"
-	if wait {
-		flag = "1"
-	}
-	k := b.keys
-	return luascripts.Call{
-		Script: b.spec.Acquire,
-		Keys:   []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone},
-		Args:   []string{owner, b.ms, flag, b.waiterMs, k.Wake, b.c.publish, within},
-	}
-}
-
-// reenterCall is owner's re-entry, naming the hold count after it.
-func (b *binding) reenterCall(owner string, depth int) luascripts.Call {
-	return luascripts.Call{
-		Script: b.spec.Reenter,
-		Keys:   []string{b.keys.Lock, b.keys.Readers},
-		Args:   []string{owner, b.ms, strconv.Itoa(depth)},
-	}
+	return luascripts.AcquireCall(b.spec.Acquire, b.keys, luascripts.Acquire{
+		Owner: owner, LeaseMs: b.ms, Wait: wait, WaiterMs: b.waiterMs, Publish: b.c.publish, Within: within,
+	})
 }
 
 // releaseCall is the release of owner's hold at depth (0: all of it), or
-// the withdrawal of owner as a waiter. With gone set, owner is also
-// recorded as gone, so that an acquire of owner that is still on its way
-// is refused when it lands.
+// the withdrawal of owner as a waiter; with gone set, owner is also
+// recorded as gone.
 func (b *binding) releaseCall(owner string, depth int, gone bool) luascripts.Call {
-	k := b.keys
 	goneMs := "0"
 	if gone {
 		goneMs = b.goneMs
 	}
-	return luascripts.Call{
-		Script: b.spec.Release,
-		Keys:   []string{k.Lock, k.Queue, k.Waiters, k.Readers, k.Gone},
-		Args:   []string{owner, k.Wake, b.c.publish, strconv.Itoa(depth), goneMs},
-	}
+	return luascripts.ReleaseCall(b.spec.Release, b.keys, owner, b.c.publish, depth, goneMs)
 }
 
 // renewCall is the watchdog's renewal of owner's hold for the lock's lease.
 func (b *binding) renewCall(owner string) luascripts.Call {
-	return b.extendCall(owner, b.ms)
-}
-
-// extendCall is the renewal of owner's hold for ms milliseconds from now;
-// the renewal scripts never shorten a lease.
-func (b *binding) extendCall(owner, ms string) luascripts.Call {
-	return luascripts.Call{
-		Script: b.spec.Renew,
-		Keys:   []string{b.keys.Lock, b.keys.Readers},
-		Args:   []string{owner, ms},
-	}
-}
-
-// heartbeatCall keeps waiting owner's place for the waiter timeout.
-func (b *binding) heartbeatCall(owner string) luascripts.Call {
-	k := b.keys
-	return luascripts.Call{
-		Script: b.spec.Heartbeat,
-		Keys:   []string{k.Lock, k.Queue, k.Waiters},
-		Args:   []string{owner, b.waiterMs, k.Wake, b.c.publish},
-	}
-}
-
-// exec runs call alone: one round trip (two when the server lacks the
-// script).
-func exec(ctx context.Context, rc rueidis.Client, call luascripts.Call) rueidis.RedisResult {
-	return call.Script.Exec(ctx, rc, call.Keys, call.Args)
+	return luascripts.RenewCall(b.spec.Renew, b.keys, owner, b.ms)
 }
 
 // ctxErr is ctx's error, joined with its cause when that says more.
@@ -295,8 +247,9 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 		w.sub = b.c.hub.JoinLive(b.keys.Wake)
 	}
 	bo := newBackoff()
-	again := false // the last attempt was an immediate retry
-	held := false  // an attempt found the lock held by another
+	again := false    // the last attempt was an immediate retry
+	held := false     // an attempt found the lock held by another
+	var unacked error // the last grant too few replicas acknowledged
 	for {
 		next := w.next()
 		sent := time.Now()
@@ -309,14 +262,23 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			if held {
 				return nil, join(b.errorf(ErrNotAcquired, "lock"), ctxErr(ctx))
 			}
-			return nil, b.wrap("lock", ctxErr(ctx))
+			return nil, b.wrap("lock", join(ctxErr(ctx), unacked))
 		case err != nil && (errors.Is(err, rueidis.ErrClosing) || b.c.isClosed()):
 			return nil, b.errorf(ErrClosed, "lock: %v", err)
+		case errors.Is(err, ErrNotReplicated) && try:
+			return nil, b.wrap("try lock", err)
+		case errors.Is(err, ErrNotReplicated):
+			unacked = err
+			b.c.log.Warn("relock: grant not replicated; retrying", "lock", b.short, "err", err)
+			if !bo.Sleep(ctx) {
+				return nil, b.wrap("lock", join(err, ctxErr(ctx)))
+			}
+			continue
 		case err != nil && (try || isRedisErr(err)):
 			return nil, b.wrap("lock", err)
 		case err != nil:
 			b.c.log.Warn("relock: acquire failed; retrying", "lock", b.short, "err", err)
-			if !bo.sleep(ctx) {
+			if !bo.Sleep(ctx) {
 				return nil, b.wrap("lock", join(err, ctxErr(ctx)))
 			}
 			continue
@@ -356,10 +318,10 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 		}
 		d := maxWait
 		switch {
-		case wait == kind.WaitRetry && !again: // gone since the attempt: try again at once, once
+		case wait == luascripts.WaitRetry && !again: // gone since the attempt: try again at once, once
 			again = true
 			continue
-		case wait == kind.WaitRetry:
+		case wait == luascripts.WaitRetry:
 			d = time.Millisecond
 		case wait >= 0:
 			d = min(d, time.Duration(wait+1)*time.Millisecond)
@@ -429,24 +391,30 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 		w.entry = nil
 	}
 	call := b.acquireCall(w.owner, w.queue, w.within)
+	owner, queue := w.owner, w.queue && b.spec.Heartbeat != luascripts.None
 	if ctx.Done() == nil {
-		return w.outcome(exec(ctx, c.rc, call).AsIntSlice())
+		return w.outcome(b.acquireExec(ctx, owner, call))
 	}
 	type result struct {
 		v   []int64
 		err error
 	}
-	owner, queue := w.owner, w.queue && b.spec.Heartbeat != luascripts.None
 	r, err := within(ctx, c, func(bg context.Context) result {
-		v, err := exec(bg, c.rc, call).AsIntSlice()
+		v, err := b.acquireExec(bg, owner, call)
 		return result{v, err}
 	}, func(r result) {
+		var nr *notReplicated
 		switch {
+		case errors.As(r.err, &nr):
+			// Released already; a queue place may remain.
+			if queue {
+				c.cleanup(b, owner, 0, false)
+			}
 		case r.err != nil && isRedisErr(r.err):
 			// Refused: nothing happened.
 		case r.err != nil:
 			c.cleanup(b, owner, 0, true)
-		case len(r.v) == 2 && r.v[0] == 1:
+		case len(r.v) == 2 && r.v[0] == luascripts.Granted:
 			c.cleanup(b, owner, 0, false)
 		case queue:
 			c.cleanup(b, owner, 0, false)
@@ -458,6 +426,50 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 	}
 	return w.outcome(r.v, r.err)
 }
+
+// acquireExec runs an acquire call of owner. With WithReplicaAck it waits
+// for the replicas' acknowledgement in the same round trip, and releases a
+// grant that too few acknowledged, returning a *notReplicated error.
+func (b *binding) acquireExec(ctx context.Context, owner string, call luascripts.Call) ([]int64, error) {
+	c := b.c
+	if c.ack.replicas == 0 {
+		return call.Exec(ctx, c.rc).AsIntSlice()
+	}
+	res, acked, waitErr := luascripts.ExecWait(ctx, c.rc, call, c.ack.replicas, c.ack.timeout)
+	v, err := res.AsIntSlice()
+	if granted, _, _ := luascripts.AcquireReply(v); err != nil || !granted || (waitErr == nil && acked >= int64(c.ack.replicas)) {
+		return v, err
+	}
+	if waitErr != nil && !isRedisErr(waitErr) {
+		// Granted, but whether the replicas have it is unknown: a network
+		// failure, whose owner the caller abandons as gone.
+		return nil, waitErr
+	}
+	// Granted but not replicated: release it before anyone relies on it.
+	// The release is owner-checked, and does not wait for replicas: if a
+	// failover loses it, the grant it releases was never acknowledged.
+	if _, rerr := b.releaseWith(owner, 0, false); rerr != nil {
+		return nil, rerr // a network error: the caller abandons owner as gone
+	}
+	return nil, &notReplicated{acked: acked, want: c.ack.replicas, err: waitErr}
+}
+
+// notReplicated is an acquire whose grant too few replicas acknowledged;
+// it was released. It matches ErrNotReplicated.
+type notReplicated struct {
+	acked int64
+	want  int
+	err   error // WAIT's own failure, if any
+}
+
+func (e *notReplicated) Error() string {
+	if e.err != nil {
+		return fmt.Sprintf("WAIT failed: %v", e.err)
+	}
+	return fmt.Sprintf("%d of %d replicas acknowledged the grant", e.acked, e.want)
+}
+
+func (e *notReplicated) Is(target error) bool { return target == ErrNotReplicated }
 
 // within runs f on the Client's background context and returns its result,
 // unless ctx ends first (errGaveUp) or the Client is closed
@@ -492,22 +504,23 @@ func within[T any](ctx context.Context, c *Client, f func(context.Context) T, la
 // attempt ran is unknown: w.owner is abandoned as gone and the waiter goes
 // on as a new owner.
 func (w *waiter) outcome(v []int64, err error) (token, wait int64, _ error) {
-	if err == nil && len(v) != 2 {
+	granted, n, ok := luascripts.AcquireReply(v)
+	if err == nil && !ok {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
 	if err != nil {
-		if !isRedisErr(err) && !errors.Is(err, rueidis.ErrClosing) {
+		if !isRedisErr(err) && !errors.Is(err, rueidis.ErrClosing) && !errors.Is(err, ErrNotReplicated) {
 			w.restart(true)
 		}
 		return 0, 0, err
 	}
-	if v[0] == 1 {
-		return v[1], 0, nil
+	if granted {
+		return n, 0, nil
 	}
 	if w.queue && w.b.spec.Heartbeat != luascripts.None {
 		w.queued = true
 	}
-	return 0, v[1], nil
+	return 0, n, nil
 }
 
 // restart abandons w.owner — in the background; recorded as gone when an
@@ -543,7 +556,7 @@ func (w *waiter) waited(sent time.Time) {
 		return
 	}
 	// First wait, or the place was lost (purged) and the attempt took a new one.
-	w.entry = watchdog.NewEntry(b.heartbeatCall(w.owner), b.waiterTimeout, true, sent, func(error) {})
+	w.entry = watchdog.NewEntry(luascripts.HeartbeatCall(b.spec.Heartbeat, b.keys, w.owner, b.waiterMs, b.c.publish), b.waiterTimeout, true, sent, func(error) {})
 	b.c.wd.Add(w.entry)
 }
 
@@ -592,13 +605,13 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 	}
 	count := h.count + 1
 	sent := time.Now()
-	call := h.b.reenterCall(h.owner, count)
+	call := luascripts.ReenterCall(h.b.spec.Reenter, h.b.keys, h.owner, h.b.ms, count)
 	type result struct {
 		n   int64
 		err error
 	}
 	r, err := within(ctx, b.c, func(bg context.Context) result {
-		n, err := exec(bg, b.c.rc, call).AsInt64()
+		n, err := call.Exec(bg, b.c.rc).AsInt64()
 		return result{n, err}
 	}, nil)
 	if errors.Is(err, errGaveUp) {
@@ -614,7 +627,7 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 		// its count again, and its last deletes the lock whatever it is.
 		return nil, b.wrap("lock (re-entry)", err)
 	}
-	if n != 1 {
+	if n != luascripts.Held {
 		err := b.errorf(ErrLockLost, "lock (re-entry): the lock is not held any more")
 		h.stop(err, nil)
 		return nil, err

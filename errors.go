@@ -28,6 +28,12 @@ var (
 	// cause and Unlock result, that Close released the lease.
 	ErrClosed = errors.New("relock: client closed")
 
+	// ErrNotReplicated reports a grant that fewer replicas acknowledged,
+	// within its timeout, than the Client's WithReplicaAck asks for: the
+	// grant was released. TryLock returns it; Lock tries again until its
+	// ctx ends, and then returns it joined with the ctx's error.
+	ErrNotReplicated = errors.New("relock: grant not acknowledged by enough replicas")
+
 	// ErrInvalid reports a bad argument. It is always wrapped with what was
 	// wrong.
 	ErrInvalid = errors.New("relock: invalid argument")

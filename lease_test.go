@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/reentrant"
 	"github.com/relockgo/relock/rwlock"
@@ -32,7 +32,7 @@ func TestExtend(t *testing.T) {
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			name := t.Name()
-			key := kind.NewKeys(relock.DefaultKeyPrefix, name).Lock
+			key := luascripts.NewKeys(relock.DefaultKeyPrefix, name).Lock
 			pttl := func() int64 {
 				n, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
 				require.NoError(t, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"strconv"
 	"sync"
 	"time"
 
@@ -127,7 +126,7 @@ func (m *multi) acquire(ctx context.Context, b *binding, try bool) (*Lease, erro
 			d = min(d, time.Duration(wait+1)*time.Millisecond)
 		}
 		if others == 0 {
-			d = min(d, bo.next()) // no master answered for another owner: a network failure
+			d = min(d, bo.Next()) // no master answered for another owner: a network failure
 		} else {
 			bo = newBackoff()
 		}
@@ -150,7 +149,7 @@ var errNoQuorum = errors.New("no quorum of masters granted the lock")
 func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vote, start time.Time) (*Lease, int64, int, error) {
 	var granted []*binding
 	var token int64
-	wait, others := int64(kind.WaitUnknown), 0
+	wait, others := int64(luascripts.WaitUnknown), 0
 	var errs []error
 	for i, v := range votes {
 		switch {
@@ -236,7 +235,6 @@ func fan(ctx context.Context, nodes []*binding, d time.Duration, call func(conte
 // raise writes token back to the fence of each of nodes, and returns on
 // how many it was written, and why not on the others.
 func (m *multi) raise(ctx context.Context, nodes []*binding, token int64) (int, error) {
-	arg := strconv.FormatInt(token, 10)
 	// The masters here just answered; the write-back only has to finish
 	// well within the lease's validity (grant checks what is left), not
 	// within the acquire's node timeout.
@@ -244,7 +242,7 @@ func (m *multi) raise(ctx context.Context, nodes []*binding, token int64) (int, 
 	var mu sync.Mutex
 	var errs []error
 	n := fan(context.WithoutCancel(ctx), nodes, d, func(bg context.Context, n *binding) bool {
-		err := luascripts.FenceRaise.Exec(bg, n.c.rc, []string{n.keys.Fence}, []string{arg}).Error()
+		err := luascripts.FenceRaiseCall(n.keys, token).Exec(bg, n.c.rc).Error()
 		if err != nil {
 			mu.Lock()
 			errs = append(errs, err)
@@ -285,7 +283,6 @@ func (m *multi) renewal(owner string, token int64) watchdog.Renewal {
 // token (redlock_renew.lua): a hold granted by a bare quorum then survives
 // the loss of one of its masters, as long as a quorum is reachable.
 func (m *multi) renew(ctx context.Context, owner string, token int64, ms string) (bool, error) {
-	tok := strconv.FormatInt(token, 10)
 	type answer struct {
 		held bool
 		err  error
@@ -296,13 +293,9 @@ func (m *multi) renew(ctx context.Context, owner string, token int64, ms string)
 	for _, n := range m.nodes {
 		go func() {
 			a, err := within(rctx, n.c, func(bg context.Context) answer {
-				call := luascripts.Call{
-					Script: luascripts.RedlockRenew,
-					Keys:   []string{n.keys.Lock, n.keys.Fence, n.keys.Gone},
-					Args:   []string{owner, ms, tok},
-				}
-				v, err := exec(bg, n.c.rc, call).AsInt64()
-				return answer{v == 1, err}
+				call := luascripts.RedlockRenewCall(n.keys, owner, ms, token)
+				v, err := call.Exec(bg, n.c.rc).AsInt64()
+				return answer{v == luascripts.Held, err}
 			}, nil)
 			if err != nil {
 				a.err = err

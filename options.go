@@ -20,6 +20,7 @@ type clientConfig struct {
 	timeout time.Duration
 	log     *slog.Logger
 	obs     Observer
+	ack     replicaAck
 	err     error // the first invalid option
 }
 
@@ -75,6 +76,49 @@ func WithLogger(l *slog.Logger) Option {
 // renewals and losses (see Observer). The default, and a nil o, is none.
 func WithObserver(o Observer) Option {
 	return func(c *clientConfig) { c.obs = o }
+}
+
+// WithReplicaAck makes every grant wait until at least replicas replicas of
+// the master acknowledged it, for up to timeout: each acquire script is
+// followed by WAIT replicas timeout in the same round trip, on the same
+// connection. A grant that fewer replicas acknowledged is released (owner-
+// checked) and the attempt fails: TryLock returns an error matching
+// ErrNotReplicated; Lock tries again, with a backoff, until its ctx ends. A
+// lease then survives a failover to any replica that acknowledged it — with
+// Redis's asynchronous replication, without WithReplicaAck a failover can
+// lose a just-granted lock and let a second owner in.
+//
+// It applies to every kind's first acquisition, and to each master's grant
+// of a lock held on several masters (package redlock), whose node timeout
+// must then exceed timeout. Re-entries, renewals and releases do not wait:
+// a re-entry or renewal only extends an expiry, and a failover that loses
+// one leaves the replica's copy of the hold with the expiry last
+// replicated, which the watchdog renews on the new master at its next
+// round (every lease/3) — a hold survives a failover that completes within
+// two thirds of its lease; a release that a failover loses lets the lock
+// expire after its lease, as a holder's crash would.
+//
+// The time the acknowledgement takes comes off the lease's validity. A
+// replicas of 0 turns acknowledgements off (the default); a negative
+// replicas, or a timeout below 1ms while replicas is positive, makes New
+// fail with ErrInvalid.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(c *clientConfig) {
+		switch {
+		case replicas < 0:
+			c.invalid("replica ack: %d replicas: must not be negative", replicas)
+		case replicas > 0 && timeout < time.Millisecond:
+			c.invalid("replica ack timeout %v: must be at least 1ms", timeout)
+		default:
+			c.ack = replicaAck{replicas, timeout}
+		}
+	}
+}
+
+// replicaAck is WithReplicaAck's setting: replicas 0 is none.
+type replicaAck struct {
+	replicas int
+	timeout  time.Duration
 }
 
 // A LockOption configures one lock; every kind's constructor accepts them.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/relockgo/relock/internal/backoff"
 	"github.com/relockgo/relock/luascripts"
 )
 
@@ -90,15 +90,15 @@ func (b *binding) releaseWith(owner string, count int, gone bool) (held bool, er
 	call := b.releaseCall(owner, count, gone)
 	unanswered := false // an earlier attempt may have been applied
 	for bo := newBackoff(); ; {
-		n, err := exec(ctx, b.c.rc, call).AsInt64()
+		n, err := call.Exec(ctx, b.c.rc).AsInt64()
 		switch {
 		case err == nil:
-			return n == 1 || unanswered, nil
+			return n == luascripts.Held || unanswered, nil
 		case isRedisErr(err) || ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing):
 			return false, b.wrap("release (the lock expires after its lease)", err)
 		}
 		unanswered = true
-		if !bo.sleep(ctx) {
+		if !bo.Sleep(ctx) {
 			return false, b.wrap("release (the lock expires after its lease)", err)
 		}
 	}
@@ -111,19 +111,19 @@ func (b *binding) extend(ctx context.Context, owner string, token int64, d time.
 	if b.multi != nil {
 		return b.multi.extend(ctx, owner, token, ms)
 	}
-	call := b.extendCall(owner, ms)
+	call := luascripts.RenewCall(b.spec.Renew, b.keys, owner, ms)
 	type result struct {
 		n   int64
 		err error
 	}
 	r, err := within(ctx, b.c, func(bg context.Context) result {
-		n, err := exec(bg, b.c.rc, call).AsInt64()
+		n, err := call.Exec(bg, b.c.rc).AsInt64()
 		return result{n, err}
 	}, nil)
 	if err != nil {
 		return false, join(err, ctx.Err())
 	}
-	return r.n == 1, r.err
+	return r.n == luascripts.Held, r.err
 }
 
 // abandon releases, best-effort and in the background, what owner may hold
@@ -167,7 +167,7 @@ func (c *Client) cleanup(b *binding, owner string, count int, gone bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
-	if err := exec(ctx, c.rc, b.releaseCall(owner, count, gone)).Error(); err != nil && !errors.Is(err, rueidis.ErrClosing) {
+	if err := b.releaseCall(owner, count, gone).Exec(ctx, c.rc).Error(); err != nil && !errors.Is(err, rueidis.ErrClosing) {
 		c.log.Warn("relock: best-effort release failed; it expires on its own", "lock", b.short, "err", err)
 	}
 }
@@ -200,28 +200,6 @@ func (c *Client) releaseAll(holds []*hold) {
 	}
 }
 
-// backoff spaces retries after network errors: 10ms doubling to 1s, with
-// jitter so that many clients cut off together do not retry in step.
-type backoff struct{ d time.Duration }
-
-// newBackoff returns a backoff starting at 10ms.
-func newBackoff() backoff { return backoff{d: 10 * time.Millisecond} }
-
-// next returns the next delay.
-func (b *backoff) next() time.Duration {
-	d := b.d/2 + rand.N(b.d/2+1)
-	b.d = min(2*b.d, time.Second)
-	return d
-}
-
-// sleep waits for the next delay and reports whether ctx is still live.
-func (b *backoff) sleep(ctx context.Context) bool {
-	t := time.NewTimer(b.next())
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// newBackoff returns the backoff of retries after network errors: 10ms
+// doubling to 1s, with jitter.
+func newBackoff() backoff.Backoff { return backoff.New(10*time.Millisecond, time.Second) }

@@ -12,9 +12,9 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 )
 
 // serverMillis is the server's clock, the one that expires keys.
@@ -36,7 +36,7 @@ func TestReentryWithShorterLeaseKeepsTheHold(t *testing.T) {
 	c := locktest.Client(t, rc)
 	other := locktest.Client(t, srv.Client(t))
 	name := t.Name()
-	key := kind.NewKeys("relock", name).Lock
+	key := luascripts.NewKeys("relock", name).Lock
 	const short = 100 * time.Millisecond
 
 	outer, err := fair.New(c, name).Lock(context.Background())
@@ -70,7 +70,7 @@ func TestExpiredLeasesHandOnInOrder(t *testing.T) {
 	rc := srv.Client(t)
 	clients := []*relock.Client{locktest.Client(t, srv.Client(t)), locktest.Client(t, srv.Client(t))}
 	name := t.Name()
-	queue := kind.NewKeys("relock", name).Queue
+	queue := luascripts.NewKeys("relock", name).Queue
 	const (
 		n     = 8
 		lease = time.Second

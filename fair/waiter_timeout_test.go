@@ -11,9 +11,9 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 )
 
 // earliest returns the waiter with the earliest deadline in the zset key,
@@ -35,7 +35,7 @@ func TestShortWaiterTimeoutKeepsLongWaitersPlace(t *testing.T) {
 	rc := srv.Client(t)
 	c, other := locktest.Client(t, srv.Client(t)), locktest.Client(t, srv.Client(t))
 	name := t.Name()
-	k := kind.NewKeys("relock", name)
+	k := luascripts.NewKeys("relock", name)
 	const long, short = 20 * time.Second, 200 * time.Millisecond
 	queueLen := func() int64 {
 		l, err := rc.Do(context.Background(), rc.B().Llen().Key(k.Queue).Build()).AsInt64()

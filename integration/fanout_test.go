@@ -14,8 +14,8 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/reentrant"
 	"github.com/relockgo/relock/rwlock"
 )
@@ -116,7 +116,7 @@ func TestFanOutUnlocksInAnyOrder(t *testing.T) {
 // name (0 when nobody holds it), read from the lock's hash directly.
 func holdCount(t *testing.T, rc rueidis.Client, name string) int {
 	t.Helper()
-	fields, err := rc.Do(context.Background(), rc.B().Hgetall().Key(kind.NewKeys(relock.DefaultKeyPrefix, name).Lock).Build()).AsStrMap()
+	fields, err := rc.Do(context.Background(), rc.B().Hgetall().Key(luascripts.NewKeys(relock.DefaultKeyPrefix, name).Lock).Build()).AsStrMap()
 	require.NoError(t, err)
 	delete(fields, "mode")
 	require.LessOrEqual(t, len(fields), 1, "one owner at most: %v", fields)

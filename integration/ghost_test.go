@@ -13,9 +13,9 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/reentrant"
 	"github.com/relockgo/relock/rwlock"
@@ -63,7 +63,7 @@ func TestTimedOutLockLeavesNoGhost(t *testing.T) {
 			c := locktest.Client(t, rc)
 			for trial := range 20 {
 				name := fmt.Sprintf("%s/%d", t.Name(), trial)
-				keys := kind.NewKeys(relock.DefaultKeyPrefix, name)
+				keys := luascripts.NewKeys(relock.DefaultKeyPrefix, name)
 				held, err := tc.lock(holder, name).Lock(context.Background())
 				require.NoError(t, err)
 				// Stall Redis (every client's commands wait 300ms) and let the
@@ -96,7 +96,7 @@ func TestCanceledWaitersLeaveNoGhost(t *testing.T) {
 			c := locktest.Client(t, rc)
 			for round := range 10 {
 				name := fmt.Sprintf("%s/%d", t.Name(), round)
-				keys := kind.NewKeys(relock.DefaultKeyPrefix, name)
+				keys := luascripts.NewKeys(relock.DefaultKeyPrefix, name)
 				held, err := tc.lock(holder, name).Lock(context.Background())
 				require.NoError(t, err)
 				ctx, cancel := context.WithCancel(context.Background())
@@ -120,7 +120,7 @@ func TestCanceledWaitersLeaveNoGhost(t *testing.T) {
 
 // traces returns what Redis holds for the lock's holders and waiters, by
 // key, leaving out what is empty.
-func traces(rc rueidis.Client, keys kind.Keys) (map[string]int64, error) {
+func traces(rc rueidis.Client, keys luascripts.Keys) (map[string]int64, error) {
 	ctx := context.Background()
 	cmds := rueidis.Commands{
 		rc.B().Exists().Key(keys.Lock).Build(),

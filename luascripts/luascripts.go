@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -160,4 +161,29 @@ func ExecMulti(ctx context.Context, rc rueidis.Client, calls ...Call) []rueidis.
 		res[again[j]] = r
 	}
 	return res
+}
+
+// ExecWait runs c followed by WAIT replicas timeout in one round trip on
+// one connection (WAIT counts only the writes of its own connection), and
+// returns the script's result and how many replicas acknowledged its
+// writes. A NOSCRIPT answer sends both again with EVAL, on the same
+// connection. waitErr is WAIT's own failure, if the script's reply came
+// back but WAIT's did not; the script's result then still says what it did.
+//
+// On a cluster client the connection is the one of the slot of c's keys.
+func ExecWait(ctx context.Context, rc rueidis.Client, c Call, replicas int, timeout time.Duration) (res rueidis.RedisResult, acked int64, waitErr error) {
+	src := c.Script.must()
+	ms := max(timeout.Milliseconds(), 1)
+	rc.Dedicated(func(d rueidis.DedicatedClient) error {
+		evalsha := d.B().Evalsha().Sha1(src.sha1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+		rs := d.DoMulti(ctx, evalsha, d.B().Wait().Numreplicas(int64(replicas)).Timeout(ms).Build())
+		if e, ok := rueidis.IsRedisErr(rs[0].Error()); ok && e.IsNoScript() {
+			eval := d.B().Eval().Script(src.text).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+			rs = d.DoMulti(ctx, eval, d.B().Wait().Numreplicas(int64(replicas)).Timeout(ms).Build())
+		}
+		res = rs[0]
+		acked, waitErr = rs[1].AsInt64()
+		return nil
+	})
+	return res, acked, waitErr
 }

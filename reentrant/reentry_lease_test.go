@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/reentrant"
 )
 
@@ -37,7 +37,7 @@ func TestReentryWithShorterLeaseKeepsTheHold(t *testing.T) {
 	c := locktest.Client(t, rc)
 	other := locktest.Client(t, srv.Client(t))
 	name := t.Name()
-	key := kind.NewKeys("relock", name).Lock
+	key := luascripts.NewKeys("relock", name).Lock
 	const short = 100 * time.Millisecond
 
 	outer, err := reentrant.New(c, name).Lock(context.Background())

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/rwlock"
 )
 
@@ -58,7 +58,7 @@ func TestReentryWithShorterLeaseKeepsTheHold(t *testing.T) {
 			c := locktest.Client(t, rc)
 			other := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name())
 			name := t.Name()
-			k := kind.NewKeys("relock", name)
+			k := luascripts.NewKeys("relock", name)
 			const short = 100 * time.Millisecond
 			lock := func(m *rwlock.RWMutex, ctx context.Context) (*relock.Lease, error) {
 				if side == "read" {

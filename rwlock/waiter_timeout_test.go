@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/rwlock"
 )
 
@@ -24,7 +24,7 @@ func TestShortWaiterTimeoutKeepsWriterPreference(t *testing.T) {
 	rc := srv.Client(t)
 	c, other := locktest.Client(t, srv.Client(t)), locktest.Client(t, srv.Client(t))
 	name := t.Name()
-	k := kind.NewKeys("relock", name)
+	k := luascripts.NewKeys("relock", name)
 	const long, short = 20 * time.Second, 200 * time.Millisecond
 	writers := func() int64 {
 		n, err := rc.Do(context.Background(), rc.B().Zcard().Key(k.Waiters).Build()).AsInt64()

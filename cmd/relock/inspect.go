@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/luascripts"
 )
 
 // defaultMax is how many entries of each holder list, queue and zset
@@ -69,11 +69,11 @@ type rawState struct {
 
 // readRaw runs inspect.lua on k, returning at most limit entries of each
 // hash, list and zset (0: sizes only).
-func readRaw(ctx context.Context, rc rueidis.Client, k kind.Keys, limit int) (*rawState, error) {
+func readRaw(ctx context.Context, rc rueidis.Client, k luascripts.Keys, limit int) (*rawState, error) {
 	return parseRaw(inspectScript.Exec(ctx, rc, inspectKeys(k), []string{strconv.Itoa(limit)}))
 }
 
-func inspectKeys(k kind.Keys) []string {
+func inspectKeys(k luascripts.Keys) []string {
 	return []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone}
 }
 
@@ -192,7 +192,7 @@ type wakeState struct {
 }
 
 // interpret makes a lockState of raw, the keys k of lock name under prefix.
-func interpret(prefix, name string, k kind.Keys, raw *rawState) *lockState {
+func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState {
 	st := &lockState{
 		Name:           name,
 		Prefix:         prefix,
@@ -339,7 +339,7 @@ func deadlines(k rawKey, now int64) ([]deadline, int64) {
 // readLockState reads the state of lock name under prefix: the keys in
 // one atomic script, then the wake-up subscribers.
 func readLockState(ctx context.Context, rc rueidis.Client, prefix, name string, limit int) (*lockState, error) {
-	k := kind.NewKeys(prefix, name)
+	k := luascripts.NewKeys(prefix, name)
 	raw, err := readRaw(ctx, rc, k, limit)
 	if err != nil {
 		return nil, err

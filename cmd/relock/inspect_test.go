@@ -16,8 +16,8 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/reentrant"
 	"github.com/relockgo/relock/rwlock"
@@ -121,7 +121,7 @@ func TestInspectMutex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner, err := rc.Do(context.Background(), rc.B().Get().Key(kind.NewKeys(relock.DefaultKeyPrefix, name).Lock).Build()).ToString()
+	owner, err := rc.Do(context.Background(), rc.B().Get().Key(luascripts.NewKeys(relock.DefaultKeyPrefix, name).Lock).Build()).ToString()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestInspectRWLockWaitingWriter(t *testing.T) {
 		readers = append(readers, r)
 	}
 
-	k := kind.NewKeys(relock.DefaultKeyPrefix, name)
+	k := luascripts.NewKeys(relock.DefaultKeyPrefix, name)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	writer := make(chan error, 1)
@@ -283,7 +283,7 @@ func TestInspectFairQueue(t *testing.T) {
 
 	// Each waiter starts once the one before is queued, so the queue's
 	// order is known: Redis's own list, read here as each one joins.
-	k := kind.NewKeys(relock.DefaultKeyPrefix, name)
+	k := luascripts.NewKeys(relock.DefaultKeyPrefix, name)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	const waiters = 3
@@ -379,7 +379,7 @@ func TestInspectName(t *testing.T) {
 	srv, rc := server(t)
 	const prefix = "app"
 	name := t.Name() + "{%x} y"
-	k := kind.NewKeys(prefix, name)
+	k := luascripts.NewKeys(prefix, name)
 	ctx := context.Background()
 	for _, cmd := range []rueidis.Completed{
 		rc.B().Hset().Key(k.Lock).FieldValue().FieldValue("owner-a:1", "2").FieldValue("owner-b:7", "1").Build(),
@@ -436,7 +436,7 @@ func TestInspectUnreachable(t *testing.T) {
 // such, not read as a lock.
 func TestInspectWrongType(t *testing.T) {
 	srv, rc := server(t)
-	k := kind.NewKeys(relock.DefaultKeyPrefix, t.Name())
+	k := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
 	if err := rc.Do(context.Background(), rc.B().Sadd().Key(k.Lock).Member("x").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}

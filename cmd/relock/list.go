@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/luascripts"
 )
 
 const (
@@ -22,7 +22,7 @@ const (
 )
 
 // companionSuffixes end a lock's keys other than the lock key itself (see
-// kind.NewKeys); list --all finds free locks by them.
+// luascripts.NewKeys); list --all finds free locks by them.
 var companionSuffixes = []string{":fence", ":queue", ":waiters", ":readers", ":gone"}
 
 const listHelp = `Usage: relock list --redis host:port [--prefix relock] [--all] [--json] [PATTERN]
@@ -117,7 +117,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // keys ("[{]" would have to match "%7B").
 func scanNames(ctx context.Context, cmd *command, rc rueidis.Client, pattern string, all bool) ([]string, error) {
 	prefix := cmd.prefix
-	match := globEscape(prefix+":{"+kind.EscapeName(literalHead(pattern))) + "*"
+	match := globEscape(prefix+":{"+luascripts.EscapeName(literalHead(pattern))) + "*"
 	if !all {
 		match += "}" // lock keys only: the others end with ":fence" and so on
 	}
@@ -161,7 +161,7 @@ func scanNames(ctx context.Context, cmd *command, rc rueidis.Client, pattern str
 // lockNameOf returns the name of the lock that key belongs to: its lock
 // key, or with companions set any of its keys.
 func lockNameOf(prefix, key string, companions bool) (string, bool) {
-	if name, ok := kind.NameOf(prefix, key); ok {
+	if name, ok := luascripts.NameOf(prefix, key); ok {
 		return name, true
 	}
 	if !companions {
@@ -169,7 +169,7 @@ func lockNameOf(prefix, key string, companions bool) (string, bool) {
 	}
 	for _, suffix := range companionSuffixes {
 		if lockKey, ok := strings.CutSuffix(key, suffix); ok {
-			return kind.NameOf(prefix, lockKey)
+			return luascripts.NameOf(prefix, lockKey)
 		}
 	}
 	return "", false
@@ -184,9 +184,9 @@ func readEntries(ctx context.Context, cmd *command, rc rueidis.Client, names []s
 		batch := names[:min(readBatch, len(names))]
 		names = names[len(batch):]
 		execs := make([]rueidis.LuaExec, len(batch))
-		keys := make([]kind.Keys, len(batch))
+		keys := make([]luascripts.Keys, len(batch))
 		for i, name := range batch {
-			keys[i] = kind.NewKeys(prefix, name)
+			keys[i] = luascripts.NewKeys(prefix, name)
 			// Sizes only: list shows counts, not owners.
 			execs[i] = rueidis.LuaExec{Keys: inspectKeys(keys[i]), Args: []string{"0"}}
 		}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/relockgo/relock"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/rwlock"
 )
@@ -87,7 +87,7 @@ func TestListPattern(t *testing.T) {
 			t.Errorf("pattern %q: listed %q, want %q", tc.pattern, got, tc.want)
 		}
 		for _, l := range locks {
-			if l.Key != kind.NewKeys(prefix, l.Name).Lock || !l.Held || l.Kind != kindMutex || l.TTLMs <= 0 || l.Counts.Holders != 1 || l.LastToken == 0 {
+			if l.Key != luascripts.NewKeys(prefix, l.Name).Lock || !l.Held || l.Kind != kindMutex || l.TTLMs <= 0 || l.Counts.Holders != 1 || l.LastToken == 0 {
 				t.Errorf("pattern %q: %+v, want a held mutex with its key, TTL and token", tc.pattern, l)
 			}
 		}

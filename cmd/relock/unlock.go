@@ -8,7 +8,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relockgo/relock"
-	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 )
 
@@ -72,7 +72,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return err
 		}
-		out := unlockOutput{Name: name, Key: kind.NewKeys(cmd.prefix, name).Lock, WasHeld: held}
+		out := unlockOutput{Name: name, Key: luascripts.NewKeys(cmd.prefix, name).Lock, WasHeld: held}
 		switch {
 		case cmd.json:
 			return writeJSON(stdout, out)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
-	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/locktest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/rwlock"
 )
@@ -93,7 +93,7 @@ func TestUnlockForceAnyKind(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout, "was held") {
 			t.Errorf("%s: exit status %d, stdout %q", tc.name, code, stdout)
 		}
-		n, err := rc.Do(ctx, rc.B().Exists().Key(kind.NewKeys(relock.DefaultKeyPrefix, name).Lock).Build()).AsInt64()
+		n, err := rc.Do(ctx, rc.B().Exists().Key(luascripts.NewKeys(relock.DefaultKeyPrefix, name).Lock).Build()).AsInt64()
 		if err != nil || n != 0 {
 			t.Errorf("%s: the lock key exists (%d, %v) after unlock --force", tc.name, n, err)
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/luascripts"
 )
 
 // Why watch read the lock's state: the reason printed with each line.
@@ -106,7 +106,7 @@ type watcher struct {
 
 // run prints the state, then each change of it, until ctx ends.
 func (w *watcher) run(ctx context.Context) {
-	k := kind.NewKeys(w.cmd.prefix, w.name)
+	k := luascripts.NewKeys(w.cmd.prefix, w.name)
 	subscribed := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -18,31 +18,9 @@ import (
 	"github.com/relockgo/relock/luascripts"
 )
 
-// Spec describes a lock kind to the engine. The engine calls its scripts
-// with the same KEYS and ARGV whatever the kind; each script uses what it
-// needs:
-//
-//	acquire  KEYS lock, fence, queue, waiters, readers, gone
-//	         ARGV owner, lease ms, "1" to wait (Lock) or "0" (TryLock),
-//	              waiter timeout ms, wake-up channel, publish command,
-//	              owner of the caller's hold of the Within mode, or ""
-//	         → {1, token} when acquired, {0, wait ms} when not, where wait is
-//	           how long nothing changes without a wake-up (-1: unknown,
-//	           -2: try again at once). An owner recorded in gone is refused
-//	           (and not queued): its caller gave up before this landed.
-//	reenter  KEYS lock, readers   ARGV owner, lease ms, hold count after
-//	         → 1 held at that count, 0 not held. Never shortens the lock's
-//	           expiry or a deadline.
-//	release  KEYS lock, queue, waiters, readers, gone
-//	         ARGV owner, wake-up channel, publish command, hold count ended
-//	              (n > 1 leaves n − 1; 1 or 0 releases the owner's hold),
-//	              gone ms (0, or how long to record owner in gone)
-//	         → 1 released, 0 not held; for an owner that does not hold
-//	           the lock, it withdraws the owner as a waiter
-//	renew    KEYS lock, readers   ARGV owner, lease ms → 1 renewed, 0 not held
-//	heartbeat KEYS lock, queue, waiters
-//	         ARGV owner, waiter timeout ms, wake-up channel, publish command
-//	         → 1 still waiting, 0 not
+// Spec describes a lock kind to the engine: its scripts, which the engine
+// calls with the same KEYS and ARGV whatever the kind (the ABI is in
+// luascripts/abi.go), and how its modes relate.
 //
 // Expiries of keys that several owners share (queue, waiters, readers, gone)
 // are only ever lengthened: callers may use different options.
@@ -74,12 +52,6 @@ type Spec struct {
 	// no trace in Redis. The watchdog batches it, every waiter timeout / 3.
 	Heartbeat luascripts.Script
 }
-
-// Replies of the acquire scripts, besides a wait in milliseconds.
-const (
-	WaitUnknown = -1 // nothing bounds the wait but the waiter's own cap
-	WaitRetry   = -2 // what blocked the attempt is gone: try again at once
-)
 
 // Binding is one named lock bound to a Client's engine; package relock
 // implements it. L is *relock.Lease.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock/internal/backoff"
 )
 
 // A link keeps the channels of one slot (all channels, unless sharded)
@@ -50,7 +52,7 @@ func (l *link) wake() {
 func (l *link) run(ctx context.Context) {
 	h := l.h
 	defer h.wg.Done()
-	backoff := minBackoff
+	bo := backoff.New(minBackoff, maxBackoff)
 	for {
 		if l.retire(ctx) {
 			return
@@ -60,21 +62,16 @@ func (l *link) run(ctx context.Context) {
 			return // idle (the link is retired) or closed
 		}
 		if healthy {
-			backoff = minBackoff
+			bo.Reset()
 		}
 		if errors.Is(err, rueidis.ErrClosing) {
 			h.log.Debug("relock: wake-up connection closed; waiters fall back to timers", "err", err)
 		} else {
 			h.log.Warn("relock: wake-up subscription lost; reconnecting, waiters fall back to timers meanwhile", "err", err)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !bo.Sleep(ctx) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

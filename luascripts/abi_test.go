@@ -1,4 +1,4 @@
-package kind
+package luascripts
 
 import (
 	"strings"

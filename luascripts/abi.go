@@ -1,0 +1,216 @@
+package luascripts
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// This file is the scripts' ABI: the keys of a lock, the calls (KEYS and
+// ARGV in the order the scripts read them) and the replies. The engine
+// builds every call here, and reads every reply with the names here.
+//
+// The engine calls a kind's scripts with the same KEYS and ARGV whatever the
+// kind; each script uses what it needs:
+//
+//	acquire  KEYS lock, fence, queue, waiters, readers, gone
+//	         ARGV owner, lease ms, "1" to wait (Lock) or "0" (TryLock),
+//	              waiter timeout ms, wake-up channel, publish command,
+//	              owner of the caller's hold of the Within mode, or ""
+//	         → {1, token} when acquired, {0, wait ms} when not, where wait is
+//	           how long nothing changes without a wake-up (-1: unknown,
+//	           -2: try again at once). An owner recorded in gone is refused
+//	           (and not queued): its caller gave up before this landed.
+//	reenter  KEYS lock, readers   ARGV owner, lease ms, hold count after
+//	         → 1 held at that count, 0 not held. Never shortens the lock's
+//	           expiry or a deadline.
+//	release  KEYS lock, queue, waiters, readers, gone
+//	         ARGV owner, wake-up channel, publish command, hold count ended
+//	              (n > 1 leaves n − 1; 1 or 0 releases the owner's hold),
+//	              gone ms (0, or how long to record owner in gone)
+//	         → 1 released, 0 not held; for an owner that does not hold
+//	           the lock, it withdraws the owner as a waiter
+//	renew    KEYS lock, readers   ARGV owner, lease ms → 1 renewed, 0 not held
+//	heartbeat KEYS lock, queue, waiters
+//	         ARGV owner, waiter timeout ms, wake-up channel, publish command
+//	         → 1 still waiting, 0 not
+//
+// and, whatever the kind:
+//
+//	force unlock  KEYS lock, readers, gone   ARGV wake-up channel, publish
+//	              command, gone ms → 1 was held, 0 not
+//	fence raise   KEYS fence   ARGV token → the fence, raised to token
+//	redlock renew KEYS lock, fence, gone   ARGV owner, lease ms, token
+//	              → 1 renewed (or taken back while free), 0 not held
+//
+// Expiries of keys that several owners share (queue, waiters, readers, gone)
+// are only ever lengthened: callers may use different options.
+//
+// Hold counts are named by the client, which knows them, so that a call
+// retried after a lost reply never counts twice.
+
+// Keys are the Redis names of one lock. They share the hash tag {E}, where E
+// is the lock's name escaped (see EscapeName), so a lock lives in one
+// cluster slot whatever its name holds.
+type Keys struct {
+	Lock    string // the lock itself: string (mutex) or hash of owner → holds
+	Fence   string // the last fencing token issued
+	Queue   string // fair: waiters in arrival order
+	Waiters string // fair: waiter deadlines; rwlock: waiting writers' deadlines
+	Readers string // rwlock: reader deadlines
+	Gone    string // owners whose acquire may still land after they gave up
+	Wake    string // the wake-up channel
+}
+
+// NewKeys returns the keys of lock name under prefix. The prefix must hold
+// no brace (relock.WithKeyPrefix checks it).
+func NewKeys(prefix, name string) Keys {
+	base := prefix + ":{" + EscapeName(name) + "}"
+	return Keys{
+		Lock:    base,
+		Fence:   base + ":fence",
+		Queue:   base + ":queue",
+		Waiters: base + ":waiters",
+		Readers: base + ":readers",
+		Gone:    base + ":gone",
+		Wake:    base + ":wake",
+	}
+}
+
+// escaper replaces the bytes that would change a key's cluster hash tag,
+// and the escape byte itself, so that escaping is one-to-one: two different
+// names never share a key, and a name's keys share one slot.
+var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+var unescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
+
+// EscapeName returns name as it appears inside a key's braces: '%', '{' and
+// '}' percent-encoded, every other byte as it is, so common names stay
+// readable in redis-cli.
+func EscapeName(name string) string { return escaper.Replace(name) }
+
+// NameOf returns the lock name whose lock key (Keys.Lock) under prefix is
+// key, and reports whether key is one; it undoes NewKeys. It reports false
+// for every other key: another prefix, a lock's other keys (fence, queue, …),
+// an empty name, and any escaping NewKeys does not write (a raw brace, "%7b",
+// a stray '%').
+func NameOf(prefix, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, prefix+":{")
+	if !ok {
+		return "", false
+	}
+	escaped, ok := strings.CutSuffix(rest, "}")
+	if !ok || escaped == "" {
+		return "", false
+	}
+	name := unescaper.Replace(escaped)
+	// Unescaping is one-to-one only on what EscapeName writes: "%41" or
+	// "%7b" would decode to a name whose key is another string, so only the
+	// canonical form is a lock key.
+	if EscapeName(name) != escaped {
+		return "", false
+	}
+	return name, true
+}
+
+// Replies of the acquire scripts: {Granted, token} when acquired, else {0,
+// wait}, where wait is how long, in milliseconds, nothing changes without
+// a wake-up, or one of the codes below.
+const (
+	Granted     = 1
+	WaitUnknown = -1 // nothing bounds the wait but the waiter's own cap
+	WaitRetry   = -2 // what blocked the attempt is gone: try again at once
+)
+
+// Replies of the other scripts (reenter, release, renew, heartbeat, force
+// unlock, redlock renew).
+const (
+	Held    = 1 // re-entered, released, renewed, still waiting, or was held
+	NotHeld = 0
+)
+
+// AcquireReply reads an acquire script's reply: the fencing token when
+// granted, else the wait.
+func AcquireReply(v []int64) (granted bool, n int64, ok bool) {
+	if len(v) != 2 {
+		return false, 0, false
+	}
+	return v[0] == Granted, v[1], true
+}
+
+// Acquire is an acquire call's arguments.
+type Acquire struct {
+	Owner    string
+	LeaseMs  string
+	Wait     bool // queue the owner if the kind queues waiters (Lock, not TryLock)
+	WaiterMs string
+	Publish  string // "publish", or "spublish" on a cluster
+	Within   string // owner of the caller's hold of the kind's Within mode, or ""
+}
+
+// AcquireCall is the acquire call a of script s on the lock k.
+func AcquireCall(s Script, k Keys, a Acquire) Call {
+	flag := "0"
+	if a.Wait {
+		flag = "1"
+	}
+	return Call{
+		Script: s,
+		Keys:   []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone},
+		Args:   []string{a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within},
+	}
+}
+
+// ReenterCall is owner's re-entry by script s, naming the hold count after
+// it and refreshing the hold for leaseMs.
+func ReenterCall(s Script, k Keys, owner, leaseMs string, depth int) Call {
+	return Call{Script: s, Keys: []string{k.Lock, k.Readers}, Args: []string{owner, leaseMs, strconv.Itoa(depth)}}
+}
+
+// ReleaseCall is the release by script s of owner's hold at depth (0: all
+// of it), or the withdrawal of owner as a waiter. A goneMs other than "0"
+// also records owner as gone for that long, so that an acquire of owner
+// still on its way is refused when it lands.
+func ReleaseCall(s Script, k Keys, owner, publish string, depth int, goneMs string) Call {
+	return Call{
+		Script: s,
+		Keys:   []string{k.Lock, k.Queue, k.Waiters, k.Readers, k.Gone},
+		Args:   []string{owner, k.Wake, publish, strconv.Itoa(depth), goneMs},
+	}
+}
+
+// RenewCall is the renewal by script s of owner's hold for ms milliseconds
+// from now; the renewal scripts never shorten a lease.
+func RenewCall(s Script, k Keys, owner, ms string) Call {
+	return Call{Script: s, Keys: []string{k.Lock, k.Readers}, Args: []string{owner, ms}}
+}
+
+// HeartbeatCall keeps waiting owner's place for waiterMs, by script s.
+func HeartbeatCall(s Script, k Keys, owner, waiterMs, publish string) Call {
+	return Call{Script: s, Keys: []string{k.Lock, k.Queue, k.Waiters}, Args: []string{owner, waiterMs, k.Wake, publish}}
+}
+
+// ForceUnlockCall deletes the lock k whoever holds it and wakes its
+// waiters; a string owner is recorded as gone for goneMs.
+func ForceUnlockCall(k Keys, publish, goneMs string) Call {
+	return Call{Script: ForceUnlock, Keys: []string{k.Lock, k.Readers, k.Gone}, Args: []string{k.Wake, publish, goneMs}}
+}
+
+// FenceRaiseCall raises the lock's fence to at least token.
+func FenceRaiseCall(k Keys, token int64) Call {
+	return Call{Script: FenceRaise, Keys: []string{k.Fence}, Args: []string{strconv.FormatInt(token, 10)}}
+}
+
+// RedlockRenewCall renews owner's hold on one master for ms milliseconds,
+// or takes the lock back there for owner if it is free, with its fence
+// raised to token.
+func RedlockRenewCall(k Keys, owner, ms string, token int64) Call {
+	return Call{Script: RedlockRenew, Keys: []string{k.Lock, k.Fence, k.Gone}, Args: []string{owner, ms, strconv.FormatInt(token, 10)}}
+}
+
+// Exec runs c alone: one round trip (two when the server lacks the script).
+func (c Call) Exec(ctx context.Context, rc rueidis.Client) rueidis.RedisResult {
+	return c.Script.Exec(ctx, rc, c.Keys, c.Args)
+}
