@@ -155,6 +155,19 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("watchdog %s: %d of %d leases, %d lost, error %q", k.ID, k.Acquired, k.Leases, k.Lost, k.Err)
 		}
 	}
+	if rp := res.Replica; rp == nil || rp.Err != "" || rp.Floor.N == 0 || len(rp.Uncontended) != len(replicaLibraries) {
+		t.Errorf("replica scenario: %+v", rp)
+	} else {
+		for _, u := range rp.Uncontended {
+			if u.Err != "" || u.N == 0 {
+				t.Errorf("replica %s: %d samples, error %q", u.ID, u.N, u.Err)
+			}
+		}
+		// WAIT, at least, is one more command per grant on the master.
+		if plain, ack := rp.Uncontended[0], rp.Uncontended[1]; ack.Server.PerOp < plain.Server.PerOp+1 {
+			t.Errorf("replica: %s runs %.1f commands/op on the master, %s %.1f: no WAIT?", ack.ID, ack.Server.PerOp, plain.ID, plain.Server.PerOp)
+		}
+	}
 	for _, tg := range res.Targets {
 		if !tg.Known {
 			t.Errorf("target %q not measured", tg.Name)
@@ -164,7 +177,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets", "## 6. Watchdog cost", "Smoke run", "handoffs.png"} {
+	for _, want := range []string{"## Targets", "## 6. Watchdog cost", "## 8. Replica acknowledgement", "Smoke run", "handoffs.png"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q", want)
 		}

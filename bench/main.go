@@ -183,6 +183,7 @@ func run(ctx context.Context, cfg config) (string, error) {
 	res.Distinct = r.distinctRows(ctx)
 	res.HotKey = r.hotKeyRows(ctx)
 	res.Redlock = r.redlockRows(ctx)
+	res.Replica = r.replicaRows(ctx)
 	res.Watchdog = r.watchdogRows(ctx)
 	if ctx.Err() != nil {
 		return "", errors.New("interrupted")

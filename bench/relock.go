@@ -140,30 +140,29 @@ func relockScripts() *library {
 	}
 }
 
-// scriptLocker runs relock's mutex scripts with the engine's KEYS and ARGV
-// layout (see internal/kind.Spec): acquire takes the lock, fence, queue,
-// waiters and readers keys; release the lock, queue, waiters and readers.
+// scriptLocker runs relock's mutex scripts with the engine's calls, built
+// by the script ABI (luascripts/abi.go).
 type scriptLocker struct {
 	rc    rueidis.Client
 	owner string
 }
 
 func (l scriptLocker) Lock(ctx context.Context, key string) (func() error, error) {
-	base := relock.DefaultKeyPrefix + ":{" + key + "}"
-	lease := strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds(), 10)
-	waiters := strconv.FormatInt(relock.DefaultWaiterTimeout.Milliseconds(), 10)
-	v, err := luascripts.MutexAcquire.Exec(ctx, l.rc,
-		[]string{base, base + ":fence", base + ":queue", base + ":waiters", base + ":readers"},
-		[]string{l.owner, lease, "1", waiters, base + ":wake", "publish", ""}).AsIntSlice()
+	k := luascripts.NewKeys(relock.DefaultKeyPrefix, key)
+	v, err := luascripts.AcquireCall(luascripts.MutexAcquire, k, luascripts.Acquire{
+		Owner:    l.owner,
+		LeaseMs:  strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds(), 10),
+		Wait:     true,
+		WaiterMs: strconv.FormatInt(relock.DefaultWaiterTimeout.Milliseconds(), 10),
+		Publish:  "publish",
+	}).Exec(ctx, l.rc).AsIntSlice()
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != 2 || v[0] != 1 {
+	if granted, _, _ := luascripts.AcquireReply(v); !granted {
 		return nil, relock.ErrNotAcquired
 	}
 	return func() error {
-		return luascripts.MutexRelease.Exec(context.Background(), l.rc,
-			[]string{base, base + ":queue", base + ":waiters", base + ":readers"},
-			[]string{l.owner, base + ":wake", "publish", "1"}).Error()
+		return luascripts.ReleaseCall(luascripts.MutexRelease, k, l.owner, "publish", 1, "0").Exec(context.Background(), l.rc).Error()
 	}, nil
 }

@@ -289,6 +289,9 @@ func report(res *Results, plots []plotFile) string {
 	if res.Redlock != nil {
 		redlockSection(&w, res.Redlock)
 	}
+	if res.Replica != nil {
+		replicaSection(&w, res.Replica)
+	}
 
 	w.text("## Method")
 	w.text("")

@@ -12,6 +12,7 @@ type Results struct {
 	HotKey      []HotKeyRow       `json:"hot_key"`
 	Watchdog    []WatchdogRow     `json:"watchdog"`
 	Redlock     *RedlockResults   `json:"redlock,omitempty"` // scenario 7: five masters
+	Replica     *ReplicaResults   `json:"replica,omitempty"` // scenario 8: a master and one replica
 	Targets     []Target          `json:"targets"`
 	Profiles    []ProfileSummary  `json:"profiles,omitempty"`
 	Durations   map[string]string `json:"durations"` // how long each scenario ran per row

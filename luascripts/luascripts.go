@@ -170,20 +170,34 @@ func ExecMulti(ctx context.Context, rc rueidis.Client, calls ...Call) []rueidis.
 // connection. waitErr is WAIT's own failure, if the script's reply came
 // back but WAIT's did not; the script's result then still says what it did.
 //
-// On a cluster client the connection is the one of the slot of c's keys.
+// On a standalone or Sentinel client the pair goes through DoMulti, which
+// rueidis sends on one connection of its pool for blocking commands (WAIT
+// is one). A cluster client's DoMulti would route the keyless WAIT to any
+// node, so there the pair runs on a dedicated connection to the node of
+// c's keys, which costs rueidis a clean-up round trip when it takes the
+// connection back.
 func ExecWait(ctx context.Context, rc rueidis.Client, c Call, replicas int, timeout time.Duration) (res rueidis.RedisResult, acked int64, waitErr error) {
-	src := c.Script.must()
-	ms := max(timeout.Milliseconds(), 1)
+	if rc.Mode() != rueidis.ClientModeCluster {
+		return execWait(ctx, rc, c, replicas, timeout)
+	}
 	rc.Dedicated(func(d rueidis.DedicatedClient) error {
-		evalsha := d.B().Evalsha().Sha1(src.sha1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
-		rs := d.DoMulti(ctx, evalsha, d.B().Wait().Numreplicas(int64(replicas)).Timeout(ms).Build())
-		if e, ok := rueidis.IsRedisErr(rs[0].Error()); ok && e.IsNoScript() {
-			eval := d.B().Eval().Script(src.text).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
-			rs = d.DoMulti(ctx, eval, d.B().Wait().Numreplicas(int64(replicas)).Timeout(ms).Build())
-		}
-		res = rs[0]
-		acked, waitErr = rs[1].AsInt64()
+		res, acked, waitErr = execWait(ctx, d, c, replicas, timeout)
 		return nil
 	})
 	return res, acked, waitErr
+}
+
+// execWait is ExecWait on cc, which sends a DoMulti on one connection.
+func execWait(ctx context.Context, cc rueidis.CommandClient, c Call, replicas int, timeout time.Duration) (rueidis.RedisResult, int64, error) {
+	src := c.Script.must()
+	ms := max(timeout.Milliseconds(), 1)
+	wait := func() rueidis.Completed { return cc.B().Wait().Numreplicas(int64(replicas)).Timeout(ms).Build() }
+	evalsha := cc.B().Evalsha().Sha1(src.sha1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+	rs := cc.DoMulti(ctx, evalsha, wait())
+	if e, ok := rueidis.IsRedisErr(rs[0].Error()); ok && e.IsNoScript() {
+		eval := cc.B().Eval().Script(src.text).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+		rs = cc.DoMulti(ctx, eval, wait())
+	}
+	acked, err := rs[1].AsInt64()
+	return rs[0], acked, err
 }
