@@ -43,9 +43,12 @@
 // resource reject a token lower than the highest it has seen.
 //
 // A lock lives on one Redis master (package redlock spreads one over
-// several). Replication is asynchronous: a failover can lose a granted lock. Lock times are never taken from the client's
-// clock: Lease.ValidUntil is measured on the local monotonic clock from when
-// the last confirming command was sent, less an allowance for clock drift
+// several). Replication is asynchronous: a failover can lose a granted
+// lock, unless the Client is made with [WithReplicaAck], which waits for
+// replicas to acknowledge each grant and fails an unacknowledged one with
+// [ErrNotReplicated]. Lock times are never taken from the client's clock:
+// [Lease.ValidUntil] is measured on the local monotonic clock from when the
+// last confirming command was sent, less an allowance for clock drift
 // (lease/100 + 2ms).
 //
 // # Ownership and waiting

@@ -153,9 +153,9 @@ func TestLinger(t *testing.T) {
 // times, from several goroutines, while wake-ups of every kind flow on them:
 // four share channel a, and one has channel b to itself and rejoins it only
 // once it was dropped, so that b is unsubscribed and subscribed again over
-// and over on a connection that keeps delivering a's messages. Nothing blocks, both channels still deliver
-// after, and once the last waiter left and the Hub closed, no goroutine and
-// no connection of the Hub is left.
+// and over on a connection that keeps delivering a's messages. Nothing
+// blocks, both channels still deliver after, and once the last waiter left
+// and the Hub closed, no goroutine and no connection of the Hub is left.
 func TestChurnUnderTraffic(t *testing.T) {
 	srv := redistest.Shared(t)
 	admin := srv.Client(t)
