@@ -81,8 +81,8 @@ func WithObserver(o Observer) Option {
 // WithReplicaAck makes every grant wait until at least replicas replicas of
 // the master acknowledged it, for up to timeout: each acquire script is
 // followed by WAIT replicas timeout in the same round trip, on the same
-// connection. A grant that fewer replicas acknowledged is released (owner-
-// checked) and the attempt fails: TryLock returns an error matching
+// connection. A grant that fewer replicas acknowledged is released
+// (owner-checked) and the attempt fails: TryLock returns an error matching
 // ErrNotReplicated; Lock tries again, with a backoff, until its ctx ends. A
 // lease then survives a failover to any replica that acknowledged it — with
 // Redis's asynchronous replication, without WithReplicaAck a failover can
@@ -98,7 +98,12 @@ func WithObserver(o Observer) Option {
 // two thirds of its lease; a release that a failover loses lets the lock
 // expire after its lease, as a holder's crash would.
 //
-// The time the acknowledgement takes comes off the lease's validity. A
+// The time the acknowledgement takes comes off the lease's validity. While
+// fewer than replicas replicas are connected, every attempt — even one that
+// finds the lock held, since WAIT waits for the connection's last write —
+// can take up to timeout (twice, right after a failover, when the new
+// master lacks the script and it is sent again): keep timeout short, and
+// replicas at most the number of replicas a master keeps after a failover. A
 // replicas of 0 turns acknowledgements off (the default); a negative
 // replicas, or a timeout below 1ms while replicas is positive, makes New
 // fail with ErrInvalid.

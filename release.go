@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -97,7 +98,7 @@ func (b *binding) releaseWith(owner string, count int, gone bool) (held bool, er
 		case isRedisErr(err) || ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing):
 			return false, b.wrap("release (the lock expires after its lease)", err)
 		}
-		unanswered = true
+		unanswered = unanswered || !neverSent(err)
 		if !bo.Sleep(ctx) {
 			return false, b.wrap("release (the lock expires after its lease)", err)
 		}
@@ -203,3 +204,11 @@ func (c *Client) releaseAll(holds []*hold) {
 // newBackoff returns the backoff of retries after network errors: 10ms
 // doubling to 1s, with jitter.
 func newBackoff() backoff.Backoff { return backoff.New(10*time.Millisecond, time.Second) }
+
+// neverSent reports whether err says the command never left this process:
+// the connection it needed could not be dialed. Any other network error may
+// come after Redis applied the command.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}

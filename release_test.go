@@ -1,0 +1,61 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/locktest"
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
+	"github.com/relockgo/relock/mutex"
+)
+
+// An Unlock whose first attempt could not even connect (the release was
+// never sent) and whose retry finds the lock gone — Redis came back empty,
+// as a failover to a replica that never had the grant does — reports the
+// loss: ErrLockLost, not a release. (It used to take every network error
+// for a release that may have landed, and returned nil.)
+func TestUnlockAfterRefusedConnectionReportsLoss(t *testing.T) {
+	srv := redistest.New(t)
+	rc := srv.Client(t)
+	c := locktest.Client(t, rc)
+	ctx := context.Background()
+	l, err := mutex.New(c, t.Name()).Lock(ctx)
+	require.NoError(t, err)
+
+	srv.Stop(t)
+	// Wait until the client redials all its connections (rueidis picks one
+	// at random per command), so that the release meets a refused dial
+	// rather than a connection breaking under it, which leaves open
+	// whether Redis applied it: 50 refusals in a row.
+	key := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name()).Lock
+	refused := 0
+	locktest.Eventually(t, "the client's dials are refused", func() bool {
+		// An EVALSHA of no script: rueidis does not retry it (as it would a
+		// GET), and a server would only answer NOSCRIPT.
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		probe := rc.B().Evalsha().Sha1(strings.Repeat("0", 40)).Numkeys(1).Key(key).Build()
+		if errors.Is(rc.Do(pctx, probe).Error(), syscall.ECONNREFUSED) {
+			refused++
+		} else {
+			refused = 0
+		}
+		return refused >= 50
+	})
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- l.Unlock() }()
+	time.Sleep(300 * time.Millisecond) // a few refused attempts (the release retries for 5s)
+	srv.Start(t)                       // empty: the lock is gone
+
+	err = <-unlocked
+	require.ErrorIs(t, err, relock.ErrLockLost)
+	require.ErrorIs(t, context.Cause(l.Context()), relock.ErrLockLost)
+}
