@@ -2,15 +2,9 @@ package integration
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,55 +15,12 @@ import (
 	"github.com/relockgo/relock/mutex"
 )
 
-// startSentinel starts a redis-sentinel process monitoring master as
-// "relock" and returns its address; it is killed at cleanup.
-func startSentinel(t *testing.T, master string) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-sentinel")
-	if err != nil {
-		t.Fatalf("redis-sentinel is not installed (apt-get install redis-sentinel), or run go test -short to skip: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	host, port, err := net.SplitHostPort(master)
-	require.NoError(t, err)
-	_, sport, _ := net.SplitHostPort(addr)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	require.NoError(t, os.WriteFile(conf, fmt.Appendf(nil,
-		"port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor relock %s %s 1\nsentinel down-after-milliseconds relock 5000\n",
-		sport, dir, host, port), 0o600))
-	cmd := exec.Command(bin, conf)
-	cmd.Stdout, cmd.Stderr = nil, nil
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	locktest.Eventually(t, "redis-sentinel answers", func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return addr
-}
-
 // relock works on a rueidis client built with rueidis.SentinelOption, as
 // the README shows: locks, waiters woken through pub/sub, renewals.
 func TestSentinelClient(t *testing.T) {
-	master := redistest.New(t)
-	sentinel := startSentinel(t, master.Addr())
-	rc, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:  []string{sentinel},
-		Sentinel:     rueidis.SentinelOption{MasterSet: "relock"},
-		DisableCache: true,
-	})
-	require.NoError(t, err)
-	t.Cleanup(rc.Close)
+	g := redistest.NewReplicationGroup(t, 1) // a master, a replica and three sentinels
+	master := g.Master(t)
+	rc := g.Client(t)
 	c := locktest.Client(t, rc, relock.WithWatchdogTimeout(300*time.Millisecond))
 	other := locktest.Client(t, master.Client(t))
 	ctx := context.Background()

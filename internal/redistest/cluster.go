@@ -3,7 +3,6 @@ package redistest
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,16 +22,15 @@ const clusterSlots = 16384
 // kept) but not its data, and the cluster reports itself failed while a node
 // is down (full coverage is required). Tests wait for convergence themselves.
 //
-// The cluster always runs on the process backend: NewCluster fails the test
-// when redis-server is not on PATH, or when the nodes do not start or do not
-// form a cluster within 30 seconds. It skips the test under go test -short,
-// and under RELOCK_REDIS_BACKEND=container, which rules processes out.
+// The cluster always runs on the process backend, whatever
+// RELOCK_REDIS_BACKEND says: its nodes must reach each other at the
+// addresses clients use, which a container's published port is not (as for
+// NewReplicationGroup). NewCluster fails the test when redis-server is not
+// on PATH, or when the nodes do not start or do not form a cluster within 30
+// seconds. It skips the test under go test -short only.
 func NewCluster(t testing.TB, masters int) []*Server {
 	t.Helper()
 	skipShort(t)
-	if os.Getenv(envBackend) == backendContainer {
-		t.Skipf("redistest: NewCluster runs redis-server processes only, and %s=%s", envBackend, backendContainer)
-	}
 	nodes := newNodes(t, masters, true, func(cfg nodeConfig, _ func(string, ...any)) (*Server, error) {
 		if _, err := redisServer(); err != nil {
 			return nil, fmt.Errorf("%w: NewCluster runs redis-server processes, and redis-server is not on PATH (%v).\nGet it: apt-get install redis-server; or run go test -short to skip the tests that need Redis", errUnavailable, err)
