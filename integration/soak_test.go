@@ -129,7 +129,7 @@ func TestSoak(t *testing.T) {
 		w.wait(t)
 	}
 
-	res := checkSoak(t, r.logs, &r.ev, r.storeCounters(t, dataRC))
+	res := checkSoak(t, r.logs, &r.ev, r.storeCounters(t, dataRC), soakOverrunBound(dur))
 	var faults strings.Builder
 	for i, c := range r.ev.cycles {
 		fmt.Fprintf(&faults, "  cycle %d: %s\n", i+1, c.what)
@@ -512,3 +512,20 @@ func (r *soakRun) storeCounters(t *testing.T, rc rueidis.Client) map[string]map[
 	}
 	return out
 }
+
+// soakOverrunBound is how long after its ctx's end a Lock may return (issue
+// 10 item 3): 50ms in a soak of minutes, run on a machine of its own. The
+// short soak (under soakLongRun) runs inside go test ./..., beside other
+// packages' tests under the race detector on a 2-core machine, where the
+// workers' lag probe does not account for every delay of 50ms; there the
+// bound is 250ms — still far below what the bug costs (the abandon made
+// synchronous again overran by 300ms–1.1s in a 60s run).
+func soakOverrunBound(dur time.Duration) time.Duration {
+	if dur < soakLongRun {
+		return 250 * time.Millisecond
+	}
+	return 50 * time.Millisecond
+}
+
+// soakLongRun is the length from which a soak is taken to run alone.
+const soakLongRun = 5 * time.Minute

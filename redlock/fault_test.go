@@ -370,7 +370,9 @@ func TestTokensIncreaseAcrossMajorities(t *testing.T) {
 	m := newMasters(t, 5)
 	name := t.Name()
 	ctx := context.Background()
-	lock := redlock.New(m.cs, name, relock.WithNodeTimeout(100*time.Millisecond))
+	// A TryLock on a bare quorum needs every live master's answer in time:
+	// a node timeout a loaded machine meets (the lease is 30s).
+	lock := redlock.New(m.cs, name, relock.WithNodeTimeout(time.Second))
 
 	// Master 4 is never stopped (that would reset its counter): it is
 	// frozen whenever it is in the minority.
