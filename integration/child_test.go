@@ -185,16 +185,20 @@ func childCounter(t *testing.T, rc rueidis.Client, args []string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	m := kinds[kind](c, name)
-	counter := "counter:" + name
+	countUnder(t, kinds[kind](c, name), rc, "counter:"+name, workers, increments)
+}
+
+// countUnder runs childCounter's protocol with lock m: workers goroutines
+// each increment counter (GET, then SET, on rc) increments times under the
+// lock, reporting each grant as "grant <counter value> <token>"; then
+// "done".
+func countUnder(t *testing.T, m relock.Locker, rc rueidis.Client, counter string, workers, increments int) {
 	var (
 		wg  sync.WaitGroup
 		out sync.Mutex
 	)
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			ctx := context.Background()
 			for range increments {
 				lease, err := m.Lock(ctx)
@@ -217,7 +221,7 @@ func childCounter(t *testing.T, rc rueidis.Client, args []string) {
 					t.Error(err)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	say("done")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -33,6 +34,14 @@ func testExcludesAcrossProcesses(t *testing.T, kind string) {
 	for i := range children {
 		children[i] = startChild(t, srv.Addr(), "counter", kind, name, strconv.Itoa(workers), strconv.Itoa(increments))
 	}
+	checkCounted(t, children, rc, "counter:"+name, procs*workers*increments)
+}
+
+// checkCounted reads the grants the counting children report (countUnder)
+// and checks them against counter on rc: total increments, none lost (no
+// two holders at once), and tokens increasing in the order the counter
+// gives the grants.
+func checkCounted(t *testing.T, children []*child, rc rueidis.Client, counter string, total int) {
 	type grant struct{ value, token int64 }
 	var grants []grant
 	for _, c := range children {
@@ -48,8 +57,7 @@ func testExcludesAcrossProcesses(t *testing.T, kind string) {
 		}
 		c.wait(t)
 	}
-	const total = procs * workers * increments
-	final, err := rc.Do(context.Background(), rc.B().Get().Key("counter:"+name).Build()).AsInt64()
+	final, err := rc.Do(context.Background(), rc.B().Get().Key(counter).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(total), final, "no increment lost: no two holders at once")
 

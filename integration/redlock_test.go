@@ -2,14 +2,10 @@ package integration
 
 import (
 	"context"
-	"sort"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/redis/rueidis"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
@@ -38,34 +34,7 @@ func TestRedlockExcludesAcrossProcesses(t *testing.T) {
 		args := append([]string{name, strconv.Itoa(workers), strconv.Itoa(increments)}, addrs...)
 		children[i] = startChild(t, counterSrv.Addr(), "redlock-counter", args...)
 	}
-	type grant struct{ value, token int64 }
-	var grants []grant
-	for _, c := range children {
-		for line := range c.lines {
-			if line == "done" {
-				continue
-			}
-			f := strings.Fields(strings.TrimPrefix(line, "grant "))
-			require.Len(t, f, 2, "line %q", line)
-			v, _ := strconv.ParseInt(f[0], 10, 64)
-			tok, _ := strconv.ParseInt(f[1], 10, 64)
-			grants = append(grants, grant{v, tok})
-		}
-		c.wait(t)
-	}
-	const total = procs * workers * increments
-	final, err := rc.Do(context.Background(), rc.B().Get().Key("counter:"+name).Build()).AsInt64()
-	require.NoError(t, err)
-	assert.Equal(t, int64(total), final, "no increment lost: no two holders at once")
-
-	require.Len(t, grants, total)
-	sort.Slice(grants, func(i, j int) bool { return grants[i].value < grants[j].value })
-	for i, g := range grants {
-		require.Equal(t, int64(i+1), g.value, "each counter value seen once")
-		if i > 0 {
-			require.Greater(t, g.token, grants[i-1].token, "tokens increase in grant order (grant %d)", i)
-		}
-	}
+	checkCounted(t, children, rc, "counter:"+name, procs*workers*increments)
 }
 
 // childRedlockCounter: args name goroutines increments master-addr….
@@ -87,38 +56,5 @@ func childRedlockCounter(t *testing.T, rc rueidis.Client, args []string) {
 		defer c.Close()
 		nodes = append(nodes, c)
 	}
-	m := redlock.New(nodes, name)
-	counter := "counter:" + name
-	var (
-		wg  sync.WaitGroup
-		out sync.Mutex
-	)
-	for range workers {
-		wg.Go(func() {
-			ctx := context.Background()
-			for range increments {
-				lease, err := m.Lock(ctx)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				v, err := rc.Do(ctx, rc.B().Get().Key(counter).Build()).AsInt64()
-				if err != nil && !rueidis.IsRedisNil(err) {
-					t.Error(err)
-				}
-				v++
-				if err := rc.Do(ctx, rc.B().Set().Key(counter).Value(strconv.FormatInt(v, 10)).Build()).Error(); err != nil {
-					t.Error(err)
-				}
-				out.Lock()
-				say("grant %d %d", v, lease.Token())
-				out.Unlock()
-				if err := lease.Unlock(); err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	say("done")
+	countUnder(t, redlock.New(nodes, name), rc, "counter:"+name, workers, increments)
 }
