@@ -75,6 +75,16 @@
 // when the holder's lease would have expired, or after a few seconds at
 // most, since pub/sub may drop a message while reconnecting.
 //
+// No waiter starves. The fair lock grants in arrival order. The mutex and
+// the reentrant lock, like [sync.Mutex], let a newcomer take a free lock
+// ahead of waiters, which keeps a hot lock passing quickly, until a waiter
+// has waited 50 ms: it then takes a place in the lock's queue, newcomers
+// wait behind it, and the lock goes in queue order, each release waking
+// the first queued waiter by name, until the queue is empty. A queued
+// waiter's place is kept by heartbeats and lapses WithWaiterTimeout after
+// its process died. Without a queue, a release wakes one waiter per
+// Client. (Redlock waiters do not queue: see package redlock.)
+//
 // # Observing
 //
 // [WithObserver] reports every acquisition, release, renewal and loss to an
@@ -93,9 +103,10 @@
 //
 //   - P:{E}, the lock: a string (mutex) or a hash of owner → hold count;
 //   - P:{E}:fence, the last fencing token issued;
-//   - P:{E}:queue, fair waiters in arrival order;
-//   - P:{E}:waiters, fair waiters' deadlines, or a read-write lock's waiting
-//     writers' deadlines;
+//   - P:{E}:queue, queued waiters in arrival order (a fair lock's, a
+//     mutex's or reentrant lock's starving waiters and those behind them);
+//   - P:{E}:waiters, queued waiters' deadlines, or a read-write lock's
+//     waiting writers' deadlines;
 //   - P:{E}:readers, a read-write lock's readers' deadlines;
 //   - P:{E}:gone, owners whose acquire may still land after they gave up,
 //     refused when it does;

@@ -128,11 +128,13 @@ func (b *binding) check() error {
 
 // The scripts' calls of this lock (see luascripts/abi.go).
 
-// acquireCall is an acquire attempt of owner: queued when wait is set (a
-// Lock), and taken within the hold of owner within (a downgrade) if set.
-func (b *binding) acquireCall(owner string, wait bool, within string) luascripts.Call {
+// acquireCall is an acquire attempt of owner: of a Lock when wait is set,
+// queued if not granted when queue is set too (else only behind waiters
+// queued already), and taken within the hold of owner within (a downgrade)
+// if set.
+func (b *binding) acquireCall(owner string, wait, queue bool, within string) luascripts.Call {
 	return luascripts.AcquireCall(b.spec.Acquire, b.keys, luascripts.Acquire{
-		Owner: owner, LeaseMs: b.ms, Wait: wait, WaiterMs: b.waiterMs, Publish: b.c.publish, Within: within,
+		Owner: owner, LeaseMs: b.ms, Wait: wait, Queue: queue, WaiterMs: b.waiterMs, Publish: b.c.publish, Within: within,
 	})
 }
 
@@ -239,7 +241,7 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 		}
 	}
 
-	w := &waiter{b: b, owner: b.c.newOwner(), within: within, queue: !try}
+	w := &waiter{b: b, owner: b.c.newOwner(), within: within, wait: !try}
 	defer w.leave()
 	if !try {
 		// Other waiters of this Client keep the lock's wake-ups coming:
@@ -301,6 +303,9 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 		}
 		held = true
 		bo = newBackoff()
+		if w.since.IsZero() {
+			w.since = sent
+		}
 		w.waited(sent)
 		if w.sub == nil {
 			w.sub = b.c.hub.Join(b.keys.Wake)
@@ -349,7 +354,8 @@ type waiter struct {
 	b        *binding
 	owner    string
 	within   string          // see kind.Spec.Within
-	queue    bool            // attempts queue the owner (Lock), or not (TryLock)
+	wait     bool            // a Lock: attempts may queue the owner; not a TryLock
+	since    time.Time       // when the first attempt found the lock held
 	sub      *wake.Sub       // the lock's wake-up subscription, once joined
 	queued   bool            // an answered attempt left owner in a queue
 	entry    *watchdog.Entry // heartbeats keeping owner's place; nil if none
@@ -390,8 +396,8 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 		c.wd.Remove(w.entry)
 		w.entry = nil
 	}
-	call := b.acquireCall(w.owner, w.queue, w.within)
-	owner, queue := w.owner, w.queue && b.spec.Heartbeat != luascripts.None
+	call := b.acquireCall(w.owner, w.wait, w.starving(), w.within)
+	owner, queue := w.owner, w.wait && b.spec.Heartbeat != luascripts.None
 	if ctx.Done() == nil {
 		return w.outcome(b.acquireExec(ctx, owner, call))
 	}
@@ -414,9 +420,9 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 			// Refused: nothing happened.
 		case r.err != nil:
 			c.cleanup(b, owner, 0, true)
-		case len(r.v) == 2 && r.v[0] == luascripts.Granted:
+		case len(r.v) >= 2 && r.v[0] == luascripts.Granted:
 			c.cleanup(b, owner, 0, false)
-		case queue:
+		case queue && (b.spec.QueueAfter == 0 || luascripts.Queued(r.v)):
 			c.cleanup(b, owner, 0, false)
 		}
 	})
@@ -517,10 +523,21 @@ func (w *waiter) outcome(v []int64, err error) (token, wait int64, _ error) {
 	if granted {
 		return n, 0, nil
 	}
-	if w.queue && w.b.spec.Heartbeat != luascripts.None {
+	spec := w.b.spec
+	if w.wait && spec.Heartbeat != luascripts.None && (spec.QueueAfter == 0 || luascripts.Queued(v)) {
 		w.queued = true
 	}
 	return 0, n, nil
+}
+
+// starving reports whether w's attempts queue its owner when not granted:
+// always for a kind whose waiters queue at once, else once w has waited
+// the kind's QueueAfter (kind.Starving). Before that an attempt queues the
+// owner only behind waiters queued already, and its reply says whether it
+// did (luascripts.Queued).
+func (w *waiter) starving() bool {
+	after := w.b.spec.QueueAfter
+	return after == 0 || (!w.since.IsZero() && time.Since(w.since) >= after)
 }
 
 // restart abandons w.owner — in the background; recorded as gone when an

@@ -141,11 +141,12 @@ type lockConfig struct {
 const DefaultWaiterTimeout = 5 * time.Second
 
 // WithWaiterTimeout sets how long a waiter that leaves a trace in Redis — a
-// fair lock's queued waiter, a read-write lock's waiting writer — keeps its
-// place after it stops heart-beating (its process died or was cut off).
-// Live waiters heartbeat every d/3, so d bounds how long a dead waiter holds
-// up those behind it. The default is DefaultWaiterTimeout; other kinds
-// ignore it. A d below MinLease makes Lock and TryLock fail with ErrInvalid.
+// queued waiter (a fair lock's, or a mutex's or reentrant lock's waiter
+// that starved; see the package doc), a read-write lock's waiting writer —
+// keeps its place after it stops heart-beating (its process died or was cut
+// off). Live waiters heartbeat every d/3, so d bounds how long a dead waiter
+// holds up those behind it. The default is DefaultWaiterTimeout; redlock
+// ignores it. A d below MinLease makes Lock and TryLock fail with ErrInvalid.
 func WithWaiterTimeout(d time.Duration) LockOption {
 	return func(c *lockConfig) {
 		if d < MinLease {

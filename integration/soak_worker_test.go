@@ -30,7 +30,7 @@ import (
 const (
 	soakWatchdog      = 1500 * time.Millisecond // Client lease: WithWatchdogTimeout
 	soakFixedLease    = time.Second             // WithLease of the chaos goroutines' leased locks
-	soakWaiterTimeout = 2 * time.Second         // WithWaiterTimeout of fair and rwlock
+	soakWaiterTimeout = 2 * time.Second         // WithWaiterTimeout of every kind: queued waiters' places
 	soakSteadyWait    = 8 * time.Second         // Lock deadline of the steady goroutines
 )
 
@@ -321,9 +321,9 @@ func soakLockers(c *relock.Client, kind string) (plain, leased relock.Locker) {
 	fixed := relock.WithLease(soakFixedLease)
 	switch kind {
 	case "mutex":
-		return mutex.New(c, name), mutex.New(c, name, fixed)
+		return mutex.New(c, name, waiter), mutex.New(c, name, waiter, fixed)
 	case "reentrant":
-		return reentrant.New(c, name), reentrant.New(c, name, fixed)
+		return reentrant.New(c, name, waiter), reentrant.New(c, name, waiter, fixed)
 	case "fair":
 		return fair.New(c, name, waiter), fair.New(c, name, waiter, fixed)
 	case "rw-write":

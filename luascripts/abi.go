@@ -117,7 +117,9 @@ func NameOf(prefix, key string) (string, bool) {
 
 // Replies of the acquire scripts: {Granted, token} when acquired, else {0,
 // wait}, where wait is how long, in milliseconds, nothing changes without
-// a wake-up, or one of the codes below.
+// a wake-up, or one of the codes below. The mutex's and reentrant lock's
+// add a third element, 1 when the attempt left the owner queued (see
+// Queued).
 const (
 	Granted     = 1
 	WaitUnknown = -1 // nothing bounds the wait but the waiter's own cap
@@ -134,17 +136,23 @@ const (
 // AcquireReply reads an acquire script's reply: the fencing token when
 // granted, else the wait.
 func AcquireReply(v []int64) (granted bool, n int64, ok bool) {
-	if len(v) != 2 {
+	if len(v) != 2 && len(v) != 3 {
 		return false, 0, false
 	}
 	return v[0] == Granted, v[1], true
 }
 
+// Queued reports whether an acquire reply of the mutex or the reentrant
+// lock says the attempt left the owner queued (a starving waiter, or one
+// behind starving waiters).
+func Queued(v []int64) bool { return len(v) == 3 && v[2] == 1 }
+
 // Acquire is an acquire call's arguments.
 type Acquire struct {
 	Owner    string
 	LeaseMs  string
-	Wait     bool // queue the owner if the kind queues waiters (Lock, not TryLock)
+	Wait     bool // a Lock, which may queue the owner; not a TryLock, which never does
+	Queue    bool // with Wait: queue the owner if not granted; else only behind waiters queued already
 	WaiterMs string
 	Publish  string // "publish", or "spublish" on a cluster
 	Within   string // owner of the caller's hold of the kind's Within mode, or ""
@@ -152,9 +160,12 @@ type Acquire struct {
 
 // AcquireCall is the acquire call a of script s on the lock k.
 func AcquireCall(s Script, k Keys, a Acquire) Call {
-	flag := "0"
-	if a.Wait {
-		flag = "1"
+	flag := "0" // never queue
+	switch {
+	case a.Wait && a.Queue:
+		flag = "1" // queue
+	case a.Wait:
+		flag = "2" // queue behind a queue
 	}
 	return Call{
 		Script: s,

@@ -1,6 +1,6 @@
 -- fair_acquire: take a fair lock for a new owner if it is free and the owner
 -- is first in the queue; otherwise queue the owner (Lock) or not (TryLock).
--- Runs after fence.lua, time.lua and gone.lua.
+-- Runs after fence.lua, time.lua, gone.lua and queue.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the fence counter
@@ -10,16 +10,13 @@
 -- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
--- ARGV[3]  "1" to queue the owner when not acquired (Lock), "0" not (TryLock)
+-- ARGV[3]  "0" not to queue the owner when not acquired (TryLock); else
+--          queue it (Lock: a fair waiter queues from its first attempt)
 -- ARGV[4]  waiter timeout, milliseconds: a waiter whose deadline passes
 --          without a heartbeat or an attempt is purged from the queue
 -- ARGV[5]  wake-up channel
 -- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[7]  unused
---
--- The queue's and the deadlines' expiries are only ever extended: waiters
--- may have different timeouts, and a short one must not make the queue
--- expire under a waiter with a long one.
 --
 -- A grant that leaves waiters queued wakes the new first waiter by name.
 -- It may be sleeping until the previous first waiter's deadline (it found
@@ -36,24 +33,12 @@
 if is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
-local now = server_ms()
-
-for _, dead in ipairs(redis.call('zrangebyscore', KEYS[4], '-inf', now)) do
-  redis.call('zrem', KEYS[4], dead)
-  redis.call('lrem', KEYS[3], 1, dead)
-end
 
 local free = redis.call('exists', KEYS[1]) == 0
-local head = redis.call('lindex', KEYS[3], 0)
-while head and not redis.call('zscore', KEYS[4], head) do
-  -- An entry whose deadline is gone (the deadlines' key expired): purged.
-  redis.call('lpop', KEYS[3])
-  head = redis.call('lindex', KEYS[3], 0)
-end
+local head = queue_head(KEYS[3], KEYS[4])
 if free and (not head or head == ARGV[1]) then
   if head then
-    redis.call('lpop', KEYS[3])
-    redis.call('zrem', KEYS[4], ARGV[1])
+    pop_head(KEYS[3], KEYS[4], ARGV[1])
   end
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
@@ -64,15 +49,8 @@ if free and (not head or head == ARGV[1]) then
   return {1, next_token(KEYS[2])}
 end
 
-if ARGV[3] == '1' then
-  local deadline = now + tonumber(ARGV[4])
-  if not redis.call('zscore', KEYS[4], ARGV[1]) then
-    redis.call('rpush', KEYS[3], ARGV[1])
-  end
-  redis.call('zadd', KEYS[4], deadline, ARGV[1])
-  -- Queue state of waiters that all died goes away on its own.
-  extend(KEYS[3], ARGV[4])
-  extend(KEYS[4], ARGV[4])
+if ARGV[3] ~= '0' then
+  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4])
 end
 
 if not free then
@@ -84,4 +62,4 @@ end
 -- Free, but another waiter is first: hand it the lock, and look again by
 -- its deadline in case it died.
 redis.call(ARGV[6], ARGV[5], head)
-return {0, tonumber(redis.call('zscore', KEYS[4], head)) - now}
+return {0, until_deadline(KEYS[4], head)}

@@ -1,7 +1,7 @@
 -- fair_release: end one hold of a fair lock's owner; the last hold deletes
 -- the lock and wakes the first waiter. For an owner that does not hold the
 -- lock, leave the queue instead (a waiter giving up), waking the new first
--- waiter if the lock is free. Runs after time.lua and gone.lua.
+-- waiter if the lock is free. Runs after time.lua, gone.lua and queue.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the queue (list of waiting owner ids)
@@ -21,7 +21,7 @@
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 local function wake_first()
-  local head = redis.call('lindex', KEYS[2], 0)
+  local head = queue_head(KEYS[2], KEYS[3])
   if head then
     redis.call(ARGV[3], ARGV[2], head)
   end
@@ -29,11 +29,8 @@ end
 
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  if redis.call('zrem', KEYS[3], ARGV[1]) == 1 then
-    redis.call('lrem', KEYS[2], 1, ARGV[1])
-    if redis.call('exists', KEYS[1]) == 0 then
-      wake_first()
-    end
+  if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
+    wake_first()
   end
   return 0
 end

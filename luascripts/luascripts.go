@@ -32,8 +32,9 @@ var files embed.FS
 // fencing tokens (acquire scripts); time.lua reads the server clock and
 // extends shared keys' expiries without ever shortening them; gone.lua
 // refuses (acquire) and records (release) owners whose caller gave up on an
-// acquire that got no reply; rw.lua holds the read-write lock's shared
-// functions. Scripts are constants, so no other package can replace one;
+// acquire that got no reply; queue.lua keeps the queue of waiters (the fair
+// lock's, and the mutex's and reentrant lock's starving waiters); rw.lua
+// holds the read-write lock's shared functions. Scripts are constants, so no other package can replace one;
 // the zero Script, None, is no script.
 type Script uint8
 
@@ -66,13 +67,13 @@ const (
 // scripts holds each Script's loaded form, indexed by Script; written only
 // at package init.
 var scripts = [numScripts]*loaded{
-	MutexAcquire:     load("fence.lua", "time.lua", "gone.lua", "mutex_acquire.lua"),
-	MutexRelease:     load("time.lua", "gone.lua", "mutex_release.lua"),
-	ReentrantAcquire: load("fence.lua", "time.lua", "gone.lua", "reentrant_acquire.lua"),
+	MutexAcquire:     load("fence.lua", "time.lua", "gone.lua", "queue.lua", "mutex_acquire.lua"),
+	MutexRelease:     load("time.lua", "gone.lua", "queue.lua", "mutex_release.lua"),
+	ReentrantAcquire: load("fence.lua", "time.lua", "gone.lua", "queue.lua", "reentrant_acquire.lua"),
 	ReentrantReenter: load("time.lua", "reentrant_reenter.lua"),
-	ReentrantRelease: load("time.lua", "gone.lua", "reentrant_release.lua"),
-	FairAcquire:      load("fence.lua", "time.lua", "gone.lua", "fair_acquire.lua"),
-	FairRelease:      load("time.lua", "gone.lua", "fair_release.lua"),
+	ReentrantRelease: load("time.lua", "gone.lua", "queue.lua", "reentrant_release.lua"),
+	FairAcquire:      load("fence.lua", "time.lua", "gone.lua", "queue.lua", "fair_acquire.lua"),
+	FairRelease:      load("time.lua", "gone.lua", "queue.lua", "fair_release.lua"),
 	WaiterHeartbeat:  load("time.lua", "waiter_heartbeat.lua"),
 	RWReadAcquire:    load("fence.lua", "time.lua", "gone.lua", "rw.lua", "rw_read_acquire.lua"),
 	RWWriteAcquire:   load("fence.lua", "time.lua", "gone.lua", "rw.lua", "rw_write_acquire.lua"),

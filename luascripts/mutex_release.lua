@@ -1,8 +1,12 @@
 -- mutex_release: release a plain mutex if the caller still owns it, and wake
--- the waiters. Runs after time.lua and gone.lua.
+-- a waiter. For an owner that does not hold the lock, leave the queue of
+-- starving waiters instead (a waiter giving up). Runs after time.lua,
+-- gone.lua and queue.lua.
 --
 -- KEYS[1]  the lock (string: owner id)
--- KEYS[2..4] unused (queue, waiters, readers)
+-- KEYS[2]  the queue of starving waiters (list; see queue.lua)
+-- KEYS[3]  their deadlines (zset)
+-- KEYS[4]  unused (readers)
 -- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
@@ -12,17 +16,21 @@
 --          the owner as gone for n ms, so that its acquire, if still on its
 --          way, is refused when it lands
 --
--- The wake-up's payload "one" asks each client to wake only its longest
--- waiter: only one waiter can take the lock, so waking all would only make
--- them race.
+-- The wake-up names the first queued waiter: only it may take the lock.
+-- With nobody queued, its payload "one" asks each client to wake only its
+-- longest waiter: only one waiter can take the lock, so waking all would
+-- only make them race.
 --
 -- Returns 1 when released, 0 when the lock was not held by this owner (it
 -- expired, was force-unlocked, another owner holds it now, or a lock of
 -- another kind took the name: the key is not a string).
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 if redis.call('type', KEYS[1]).ok ~= 'string' or redis.call('get', KEYS[1]) ~= ARGV[1] then
+  if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
+    redis.call(ARGV[3], ARGV[2], queue_head(KEYS[2], KEYS[3]) or 'one')
+  end
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], ARGV[2], 'one')
+redis.call(ARGV[3], ARGV[2], queue_head(KEYS[2], KEYS[3]) or 'one')
 return 1

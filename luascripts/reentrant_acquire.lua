@@ -1,26 +1,57 @@
--- reentrant_acquire: take a reentrant lock for a new owner if it is free,
--- and issue its fencing token. Runs after fence.lua, time.lua and gone.lua.
+-- reentrant_acquire: take a reentrant lock for a new owner if it is free
+-- and no starving waiter is ahead of the owner, and issue its fencing
+-- token; otherwise queue the owner if it asks to. Runs after fence.lua,
+-- time.lua, gone.lua and queue.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the fence counter (string: last token issued)
--- KEYS[3..5] unused (queue, waiters, readers)
+-- KEYS[3]  the queue of starving waiters (list of owner ids; see queue.lua)
+-- KEYS[4]  their deadlines (zset: owner id -> server time, ms)
+-- KEYS[5]  unused (readers)
 -- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
--- The engine passes more ARGV, the same for every kind (see
--- internal/kind.Spec); this script does not use them.
+-- ARGV[3]  "0": never queue (TryLock); "1": queue when not acquired (a
+--          starving waiter); "2": queue only behind waiters queued already
+-- ARGV[4]  waiter timeout, milliseconds (see mutex_acquire.lua)
+-- ARGV[5]  wake-up channel
+-- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[7]  unused
 --
--- Returns {1, token} when acquired, with a hold count of 1. Returns {0, pttl}
--- when the lock is held (by another owner, or by a lock of another kind with
--- the same name): the holder's remaining time to live in milliseconds, -1
--- when the key has no expiry. Returns {0, -1} for an owner recorded as gone,
--- and takes nothing: its caller gave up before this attempt landed.
+-- Starvation works as for the mutex (mutex_acquire.lua).
+--
+-- Returns {1, token} when acquired, with a hold count of 1. Returns
+-- {0, wait, queued} when not, queued 1 when the owner is queued, else 0;
+-- wait is the holder's pttl (-1 when the key has no expiry;
+-- the holder may be a lock of another kind with the same name), or, when
+-- the lock is free but another waiter is first, that waiter's remaining
+-- deadline (it is woken now). Returns {0, -1} for an owner recorded as
+-- gone, and neither takes nor queues: its caller gave up before this
+-- attempt landed.
 if is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
-if redis.call('exists', KEYS[1]) == 1 then
-  return {0, redis.call('pttl', KEYS[1])}
+local free = redis.call('exists', KEYS[1]) == 0
+local head = queue_head(KEYS[3], KEYS[4])
+if free and (not head or head == ARGV[1]) then
+  if head then
+    pop_head(KEYS[3], KEYS[4], ARGV[1])
+    local following = redis.call('lindex', KEYS[3], 0)
+    if following then
+      redis.call(ARGV[6], ARGV[5], following)
+    end
+  end
+  redis.call('hset', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, next_token(KEYS[2])}
 end
-redis.call('hset', KEYS[1], ARGV[1], 1)
-redis.call('pexpire', KEYS[1], ARGV[2])
-return {1, next_token(KEYS[2])}
+local queued = 0
+if ARGV[3] == '1' or (ARGV[3] == '2' and head) then
+  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4])
+  queued = 1
+end
+if free then
+  redis.call(ARGV[6], ARGV[5], head)
+  return {0, until_deadline(KEYS[4], head), queued}
+end
+return {0, redis.call('pttl', KEYS[1]), queued}

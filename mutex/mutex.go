@@ -36,6 +36,9 @@ var spec = kind.Spec{
 	Acquire: luascripts.MutexAcquire,
 	Renew:   luascripts.Renew,
 	Release: luascripts.MutexRelease,
+	// Waiters that starve queue (see kind.Starving).
+	Heartbeat:  luascripts.WaiterHeartbeat,
+	QueueAfter: kind.Starving,
 }
 
 // Mutex is a plain distributed mutex. It implements relock.Locker. Create

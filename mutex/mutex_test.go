@@ -384,3 +384,12 @@ func TestRedisDown(t *testing.T) {
 		t.Fatal("Lock did not acquire after Redis came back")
 	}
 }
+
+// A waiter that loses every race to newcomers is not starved: once it has
+// waited a while it queues, and newcomers wait behind it (issue 10).
+func TestNoStarvation(t *testing.T) {
+	srv := redistest.Shared(t)
+	locktest.NoStarvation(t, srv.Addr(), srv.Client(t), func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return mutex.New(c, name, opts...)
+	})
+}

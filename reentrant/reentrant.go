@@ -38,6 +38,9 @@ var spec = kind.Spec{
 	Reenter: luascripts.ReentrantReenter,
 	Renew:   luascripts.Renew,
 	Release: luascripts.ReentrantRelease,
+	// Waiters that starve queue (see kind.Starving).
+	Heartbeat:  luascripts.WaiterHeartbeat,
+	QueueAfter: kind.Starving,
 }
 
 // Mutex is a distributed lock that its holder's call chain may re-enter. It

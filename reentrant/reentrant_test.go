@@ -233,3 +233,11 @@ func TestLostLeaseEndsEveryNestedLease(t *testing.T) {
 	assert.ErrorIs(t, err, relock.ErrLockLost, "re-entering a lost hold reports the loss")
 	assert.ErrorIs(t, l3.Unlock(), relock.ErrLockLost)
 }
+
+// A waiter that loses every race to newcomers is not starved (issue 10).
+func TestNoStarvation(t *testing.T) {
+	srv := redistest.Shared(t)
+	locktest.NoStarvation(t, srv.Addr(), srv.Client(t), func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return reentrant.New(c, name, opts...)
+	})
+}

@@ -541,7 +541,7 @@ func (d *demo) summary() {
 	fmt.Fprintf(d.out, "            no polling: a waiter sleeps until a release wakes it; its only timer is the\n")
 	fmt.Fprintf(d.out, "            holder's lease (%v here), capped at a few seconds, in case a wake-up is lost\n", d.cfg.watchdog)
 	if d.cfg.workers > 2 {
-		fmt.Fprintf(d.out, "  fairness: none; a release wakes the longest waiter of each client and the first to ask wins (package fair grants in arrival order)\n")
+		fmt.Fprintf(d.out, "  fairness: a release wakes a waiter of each client and the first to ask wins, until a waiter has waited 50ms: it then queues, and the lock goes in queue order (package fair grants in arrival order always)\n")
 	}
 }
 

@@ -240,7 +240,8 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 	st.Readers, st.Counts.Readers = deadlines(raw.readers, raw.now)
 	st.Gone, st.Counts.Gone = deadlines(raw.gone, raw.now)
 	if raw.queue.exists() {
-		// A fair lock: its waiters zset holds the queue's deadlines.
+		// A queue (fair, or a mutex's or reentrant lock's starving
+		// waiters): its waiters zset holds the queue's deadlines.
 		st.Queue, st.Counts.Queue = deadlines(raw.queue, raw.now)
 	} else {
 		// Only a read-write lock keeps waiters without a queue.
@@ -270,9 +271,10 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 }
 
 // inferKind sets the kind from the layout: a string is a mutex; a hash with
-// a "mode" field a read-write lock; a hash with a queue a fair lock; a hash
-// without either is a reentrant lock or a fair lock nobody waits for, which
-// look alike.
+// a "mode" field a read-write lock; a hash, with a queue or without, is a
+// reentrant lock or a fair lock (a reentrant lock queues waiters that
+// starve), which look alike; a free lock with a queue may be any of those
+// three.
 func (st *lockState) inferKind(raw *rawState) {
 	set := func(k, note string) {
 		st.Kind, st.KindCandidates, st.KindNote = k, []string{k}, note
@@ -285,7 +287,8 @@ func (st *lockState) inferKind(raw *rawState) {
 		case raw.lock.mode != "":
 			set(kindRWLock, `a hash with field "mode" and owner id → hold count`)
 		case raw.queue.exists():
-			set(kindFair, "a hash of owner id → hold count, with a queue")
+			st.KindCandidates = []string{kindFair, kindReentrant}
+			st.KindNote = "a hash of owner id → hold count, with a queue: a fair lock, or a reentrant lock with starving waiters"
 		default:
 			st.KindCandidates = []string{kindReentrant, kindFair}
 			st.KindNote = "a hash of owner id → hold count and no queue: a reentrant lock, or a fair lock nobody waits for"
@@ -293,7 +296,8 @@ func (st *lockState) inferKind(raw *rawState) {
 	case "none":
 		switch {
 		case raw.queue.exists():
-			set(kindFair, "free, with a queue: the first waiter is being handed the lock")
+			st.KindCandidates = []string{kindFair, kindReentrant, kindMutex}
+			st.KindNote = "free, with a queue: the first waiter is being handed the lock (a fair lock, or a mutex's or reentrant lock's starving waiters)"
 		case raw.readers.exists() || raw.waiters.exists():
 			set(kindRWLock, "free, with reader or writer deadlines left: the next script on the lock purges them")
 		default:
@@ -386,11 +390,12 @@ moment; deadlines are shown as time left on the server's clock (TIME), never
 the client's.
 
 The kind is inferred from the layout: a string is a mutex; a hash with field
-"mode" a read-write lock (the mode is not an owner); a hash with a queue a
-fair lock; a hash alone a reentrant lock or a fair lock nobody waits for,
-which look alike (both are then named). Shown: the holders with their hold
-counts, a read-write lock's mode, its readers' and waiting writers'
-deadlines, a fair lock's queue in order with each waiter's deadline, owners
+"mode" a read-write lock (the mode is not an owner); another hash a
+reentrant or a fair lock, which look alike (both are then named: a
+reentrant lock's starving waiters queue as a fair lock's do). Shown: the
+holders with their hold counts, a read-write lock's mode, its readers' and
+waiting writers' deadlines, the queue in order with each waiter's deadline
+(a fair lock's, or a mutex's or reentrant lock's starving waiters), owners
 that gave up while an acquire was on its way ("gone"), the last fencing
 token, every key's TTL, and the clients subscribed to the wake-up channel
 (PUBSUB NUMSUB; SHARDNUMSUB in cluster mode).
@@ -408,7 +413,7 @@ token, every key's TTL, and the clients subscribed to the wake-up channel
   ttl_ms                    PTTL of the lock key: -2 free, -1 no expiry
   holders                   [{owner, count}], by owner; mutex count is 1
   readers                   [{owner, remaining_ms}], by deadline
-  queue                     fair: [{owner, remaining_ms}], head first
+  queue                     [{owner, remaining_ms}], head first
   waiting_writers           rwlock: [{owner, remaining_ms}], by deadline
   gone                      [{owner, remaining_ms}]: owners that gave up
   counts                    {holders, readers, queue, waiting_writers, gone}:

@@ -68,7 +68,7 @@ Usage:
   relock inspect --redis host:port [--prefix relock] [--json] NAME
       Print the state of lock NAME, of any kind: its kind, holders and hold
       counts, a read-write lock's mode, readers and waiting writers with
-      their deadlines, a fair lock's queue in order, the fence, TTLs and the
+      their deadlines, the waiters' queue in order, the fence, TTLs and the
       clients subscribed to its wake-ups.
 
   relock list --redis host:port [--prefix relock] [--all] [--json] [PATTERN]

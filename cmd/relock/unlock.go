@@ -24,7 +24,7 @@ to what the lock protects.
 
 Every kind keeps its holders in one lock key, and ForceUnlock deletes that
 key whatever it holds, so unlock uses the mutex's ForceUnlock for all kinds.
-A fair lock's queue and a read-write lock's reader and writer deadlines
+A queue of waiters and a read-write lock's reader and writer deadlines
 stay: the waiters are woken, and the lock's scripts purge what has expired.
 
 --json prints {"name", "key", "was_held"}.

@@ -25,7 +25,7 @@ const (
 
 const watchHelp = `Usage: relock watch --redis host:port [--prefix relock] [--for 0] [--poll 1s] [--json] NAME
 
-Prints a line each time lock NAME's holders, hold counts, mode, fair queue
+Prints a line each time lock NAME's holders, hold counts, mode, queue
 or waiting writers change, until interrupted (Ctrl-C) or --for has passed.
 It subscribes to the lock's wake-up channel (SSUBSCRIBE in cluster mode), so
 a release, a hand-over or a force-unlock shows at once; it also reads the

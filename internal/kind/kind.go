@@ -14,6 +14,7 @@ package kind
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/relockgo/relock/luascripts"
 )
@@ -51,7 +52,20 @@ type Spec struct {
 	// Heartbeat keeps a waiter's place; luascripts.None for a kind whose waiters leave
 	// no trace in Redis. The watchdog batches it, every waiter timeout / 3.
 	Heartbeat luascripts.Script
+	// QueueAfter is how long a Lock waits before it takes a place in the
+	// lock's queue: until then its attempts queue it only behind waiters
+	// queued already (luascripts.Acquire.Queue). 0 queues every Lock from
+	// its first attempt (the fair lock, waiting writers). Only for a kind
+	// with a Heartbeat.
+	QueueAfter time.Duration
 }
+
+// Starving is the QueueAfter of the mutex and the reentrant lock: like
+// sync.Mutex, they let newcomers overtake waiters, which keeps a hot lock
+// passing quickly, until a waiter has waited this long; it then queues, and
+// the lock goes in queue order until the queue is empty. A waiter's wait is
+// then bounded by the holds queued before it, however hot the lock.
+const Starving = 50 * time.Millisecond
 
 // Binding is one named lock bound to a Client's engine; package relock
 // implements it. L is *relock.Lease.

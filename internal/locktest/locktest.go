@@ -1,15 +1,19 @@
 // Package locktest holds the helpers relock's tests share: a Client closed
-// at cleanup, and waiting on a condition with a generous deadline instead of
-// a fixed sleep.
+// at cleanup, waiting on a condition with a generous deadline instead of a
+// fixed sleep, and checks that every kind must pass.
 package locktest
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/faultproxy"
 )
 
 // Client returns a relock Client on rc, closed at cleanup.
@@ -34,5 +38,69 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// NewLock makes a lock of the kind under test called name on c.
+type NewLock func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker
+
+// NoStarvation checks that a waiter that loses every race still gets the
+// lock: its Client reaches Redis (at addr) through a proxy that adds lag
+// each way, while three holders on a Client without lag take the lock over
+// and over with fixed leases that they let expire. Each expiry is then a
+// race that the nearby waiters win by the lag twice over, every time: a
+// waiter that newcomers may always overtake starves. rc is a client of addr.
+func NoStarvation(t *testing.T, addr string, rc rueidis.Client, newLock NewLock) {
+	t.Helper()
+	const lag = 15 * time.Millisecond
+	proxy, err := faultproxy.Start(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	proxy.SetLatency(lag)
+	farRC, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{proxy.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(farRC.Close)
+	near, far := Client(t, rc), Client(t, farRC)
+	name := t.Name()
+
+	ctx, stop := context.WithCancel(context.Background())
+	var (
+		wg     sync.WaitGroup
+		grants atomic.Int64
+	)
+	for range 3 {
+		wg.Go(func() {
+			lk := newLock(near, name, relock.WithLease(200*time.Millisecond))
+			for ctx.Err() == nil {
+				lease, err := lk.Lock(ctx)
+				if err != nil {
+					continue
+				}
+				grants.Add(1)
+				select { // never unlocked: the lease expires
+				case <-lease.Context().Done():
+				case <-ctx.Done():
+					lease.Unlock()
+				}
+			}
+		})
+	}
+	defer func() { stop(); wg.Wait() }()
+	Eventually(t, "the nearby holders' first grant", func() bool { return grants.Load() > 0 })
+
+	wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	before := grants.Load()
+	lease, err := newLock(far, name).Lock(wctx)
+	if err != nil {
+		t.Fatalf("the lagging waiter starved: %v; the nearby holders took the lock %d times meanwhile", err, grants.Load()-before)
+	}
+	t.Logf("the lagging waiter got the lock after %d grants to the nearby holders", grants.Load()-before)
+	if err := lease.Unlock(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,70 @@
+-- queue: a fragment, not a script: prepended, after time.lua, to the
+-- scripts of the kinds whose waiters take places in a queue: the fair lock
+-- (every waiter, from its first attempt) and the mutex and reentrant lock
+-- (a waiter that has waited long enough to be starving, and every waiter
+-- behind it; see internal/kind.Spec.QueueAfter).
+--
+-- The queue is two keys: a list of owner ids in arrival order, and a zset
+-- of their deadlines on the server clock. A waiter's attempts and its
+-- heartbeats push its deadline forward; one whose deadline passes (it died,
+-- or cannot reach Redis) is purged. Both keys are only ever updated
+-- together, and both expire when every deadline in them has passed.
+
+-- Returns the first waiter of queue whose deadline has not passed, or nil,
+-- purging the waiters whose deadline has passed. An absent queue costs one
+-- EXISTS: the uncontended acquire pays nothing more.
+local function queue_head(queue, deadlines)
+  if redis.call('exists', queue) == 0 then
+    return nil
+  end
+  for _, dead in ipairs(redis.call('zrangebyscore', deadlines, '-inf', server_ms())) do
+    redis.call('zrem', deadlines, dead)
+    redis.call('lrem', queue, 1, dead)
+  end
+  local head = redis.call('lindex', queue, 0)
+  while head and not redis.call('zscore', deadlines, head) do
+    -- An entry whose deadline is gone (the deadlines' key expired): purged.
+    redis.call('lpop', queue)
+    head = redis.call('lindex', queue, 0)
+  end
+  return head
+end
+
+-- Queues owner at the back of queue if it is not queued yet, and sets its
+-- deadline to ms milliseconds from now. The keys' expiries are only ever
+-- extended: waiters may have different timeouts, and a short one must not
+-- make the queue expire under a waiter with a long one.
+local function enqueue(queue, deadlines, owner, ms)
+  if redis.call('exists', queue) == 0 then
+    -- Deadlines left by a queue that expired first belong to nobody queued.
+    redis.call('del', deadlines)
+  end
+  if not redis.call('zscore', deadlines, owner) then
+    redis.call('rpush', queue, owner)
+  end
+  redis.call('zadd', deadlines, server_ms() + tonumber(ms), owner)
+  extend(queue, ms)
+  extend(deadlines, ms)
+end
+
+-- Takes the first waiter, owner, off queue: it is being granted the lock.
+local function pop_head(queue, deadlines, owner)
+  redis.call('lpop', queue)
+  redis.call('zrem', deadlines, owner)
+end
+
+-- Removes owner from queue wherever it is (a waiter that gave up); reports
+-- whether it was queued.
+local function dequeue(queue, deadlines, owner)
+  if redis.call('zrem', deadlines, owner) == 0 then
+    return false
+  end
+  redis.call('lrem', queue, 1, owner)
+  return true
+end
+
+-- The milliseconds until owner's deadline in the queue (it was just
+-- found first, so it is there).
+local function until_deadline(deadlines, owner)
+  return tonumber(redis.call('zscore', deadlines, owner)) - server_ms()
+end
