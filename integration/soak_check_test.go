@@ -21,6 +21,7 @@ const (
 	soakFIFOSlack = 200 * time.Millisecond // a fair Lock called this much earlier arrived earlier
 	soakStall     = 500 * time.Millisecond // longest time a lock may stay free with a Lock waiting, in calm windows
 	soakClosedMax = time.Second            // Lock on a closed rueidis client returns ErrClosed within this
+	soakHandOn    = 250 * time.Millisecond // expiry probe: from a lease's end to the next grant
 )
 
 // soakCall is one Lock call of a worker ("lock" record).
@@ -202,6 +203,7 @@ func checkSoak(t *testing.T, logs []string, ev *soakEvents, store map[string]map
 	}
 
 	checkSoakLiveness(res, calls, ev)
+	checkSoakExpiry(res, other, lagged)
 	checkSoakFIFO(res, calls, ev)
 	checkSoakStalls(res, byName, calls, ev)
 
@@ -530,5 +532,50 @@ func checkSoakGap(res *soakResult, ev *soakEvents, name string, gap soakSpan, pe
 				name, time.Duration(gap.to-gap.from).Round(time.Millisecond), soakTime(gap.from), soakTime(gap.to), ev.during(gap.from), c.worker, c.mode, soakTime(c.call))
 			return
 		}
+	}
+}
+
+// checkSoakExpiry checks the expiry probes' records (item 5): in each
+// probe, every holder got the lock, and after each lease's end the next
+// grant came within soakHandOn, unless the machine held the next holder's
+// worker up (lagged) for the excess.
+func checkSoakExpiry(res *soakResult, other [][]string, lagged func(worker int, from, to int64, d time.Duration) bool) {
+	type grant struct {
+		worker         int
+		call, ret, end int64
+	}
+	probes := map[int][]grant{}
+	for _, f := range other {
+		if f[0] != "expiry" || len(f) < 8 {
+			continue
+		}
+		g := grant{worker: soakInt(f[1]), call: int64(soakInt(f[3])), ret: int64(soakInt(f[4])), end: int64(soakInt(f[5]))}
+		probes[soakInt(f[2])] = append(probes[soakInt(f[2])], g)
+	}
+	for p, gs := range probes {
+		if want := soakWorkers * soakExpiryHolders; len(gs) != want {
+			res.violate("fair", "expiry probe %d: %d holders recorded, want %d", p, len(gs), want)
+		}
+		var granted []grant
+		for _, g := range gs {
+			if g.ret == 0 {
+				res.violate("fair", "expiry probe %d: worker %d's holder did not get the lock within %v while only expiries handed it on [item 5]", p, g.worker, soakExpiryWait)
+				continue
+			}
+			granted = append(granted, g)
+		}
+		sort.Slice(granted, func(i, j int) bool { return granted[i].ret < granted[j].ret })
+		for i := 1; i < len(granted); i++ {
+			prev, g := granted[i-1], granted[i]
+			late := time.Duration(g.ret - prev.end)
+			if late <= soakHandOn || lagged(g.worker, prev.end, g.ret, late-soakHandOn) {
+				continue
+			}
+			res.violate("fair", "expiry probe %d: the lease of worker %d's holder ended at %s and the next grant (worker %d's holder) came %v later, want within %v [item 5]",
+				p, prev.worker, soakTime(prev.end), g.worker, late.Round(time.Millisecond), soakHandOn)
+		}
+	}
+	if len(probes) == 0 {
+		res.violate("other", "no expiry probe recorded")
 	}
 }

@@ -41,6 +41,12 @@ const (
 	soakQuiesceN = 3                                       // quiesce every this many cycles
 	soakFaultMax = 3 * time.Second                         // longest fault period
 	soakTail     = soakCalm + soakFaultMax + 5*time.Second // room kept at the end for the last cycle and the final checks
+
+	// The expiry probe (soakWorker.expiryProbe), run in the calm window
+	// after each start: every worker's holders queue on one fair lock
+	// that only lease expiries hand on.
+	soakExpiryHolders = 2
+	soakExpiryWait    = 15 * time.Second // each holder's Lock deadline: far above the 8 leases queued
 )
 
 // TestSoak is issue 10's fault soak: soakWorkers worker processes (role
@@ -52,7 +58,9 @@ const (
 // a paused and a restarted lock Redis (a restart loses every lock); and
 // CLIENT KILL TYPE pubsub. Each fault period is followed by a calm window;
 // every few cycles the workers quiesce (stop, unlock, Close their Client)
-// and the test probes the locks: each must be free.
+// and the test probes the locks: each must be free. After each start, the
+// workers run the expiry probe (soakWorker.expiryProbe): a queue of fair
+// holders that only lease expiries hand the lock on to.
 //
 // Workers log every Lock call and hold with wall-clock timestamps (Unix
 // ns). Wall clock rather than monotonic, because the comparisons are
@@ -113,10 +121,14 @@ func TestSoak(t *testing.T) {
 	begin := time.Now()
 	heal := r.all("start")
 	for cycle := 1; time.Since(begin) < dur-soakTail || cycle == 1; cycle++ {
+		if cycle == 1 {
+			r.all("expiry")
+		}
 		r.calm(heal)
 		if cycle%soakQuiesceN == 0 {
 			r.quiesce()
 			heal = r.all("start")
+			r.all("expiry")
 			r.calm(heal)
 		}
 		heal = r.faultPeriod()

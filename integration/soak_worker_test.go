@@ -148,6 +148,7 @@ type soakWorker struct {
 	proxy  *faultproxy.Proxy
 	log    *soakLog
 	phase  int // phases started, numbering the goroutines' random streams
+	probes int // expiry probes run
 }
 
 // childSoak: args id seed lock-addr log-path prefix. The soak's worker
@@ -163,6 +164,7 @@ type soakWorker struct {
 //	stall <i>        proxy: hold the i-th connection
 //	drop             proxy: close every connection
 //	heal             proxy: end latency, blackhole and stalls
+//	expiry           the expiry probe (record "expiry"; see expiryProbe)
 //	final            Lock of every kind on a closed rueidis client (record "closed")
 //
 // It exits when stdin closes. rc is the fenced store's client.
@@ -234,6 +236,8 @@ func childSoak(t *testing.T, rc rueidis.Client, args []string) {
 			proxy.DropAll()
 		case "heal":
 			proxy.Heal()
+		case "expiry":
+			w.expiryProbe()
 		case "final":
 			if stop != nil {
 				stop()
@@ -614,4 +618,45 @@ func (w *soakWorker) closedClient() {
 		}
 		w.log.printf("closed %d %s %d %t %q", w.id, kind, took.Nanoseconds(), errors.Is(err, relock.ErrClosed), err.Error())
 	}
+}
+
+// The expiry probe's lock and lease.
+const (
+	soakExpiryName  = "soak:expiry"
+	soakExpiryLease = 300 * time.Millisecond
+)
+
+// expiryProbe is issue 10's item 5 as a soak step: every worker's
+// soakExpiryHolders goroutines, at once, each Lock a fair lock of their own
+// with a fixed lease, on a Client of their own, and never unlock it. Only
+// expiries hand the lock on, so each must be followed promptly by the next
+// grant (checkSoakExpiry); the soak's other fair traffic, whose arrivals
+// wake the queue, would hide a queue that an expiry does not wake. Each
+// grant is recorded as "expiry worker probe call ret valid token", or, when
+// Lock failed, with ret 0.
+func (w *soakWorker) expiryProbe() {
+	w.probes++
+	c, err := relock.New(w.lockRC, relock.WithWatchdogTimeout(soakWatchdog))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	lk := fair.New(c, soakExpiryName, relock.WithLease(soakExpiryLease), relock.WithWaiterTimeout(soakWaiterTimeout))
+	var wg sync.WaitGroup
+	for range soakExpiryHolders {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), soakExpiryWait)
+			defer cancel()
+			call := now()
+			lease, err := lk.Lock(ctx)
+			if err != nil {
+				w.log.printf("expiry %d %d %d 0 0 0", w.id, w.probes, call)
+				w.log.printf("note %d %d expiry-probe %q", w.id, now(), err.Error())
+				return
+			}
+			w.log.printf("expiry %d %d %d %d %d %d", w.id, w.probes, call, now(), lease.ValidUntil().UnixNano(), lease.Token())
+			<-lease.Context().Done() // left to expire
+		})
+	}
+	wg.Wait()
 }
