@@ -83,7 +83,8 @@
 // the first queued waiter by name, until the queue is empty. A queued
 // waiter's place is kept by heartbeats and lapses WithWaiterTimeout after
 // its process died. Without a queue, a release wakes one waiter per
-// Client. (Redlock waiters do not queue: see package redlock.)
+// Client. A read-write lock's waiting writers queue, and take the lock in
+// arrival order. (Redlock waiters do not queue: see package redlock.)
 //
 // # Observing
 //
@@ -104,9 +105,9 @@
 //   - P:{E}, the lock: a string (mutex) or a hash of owner → hold count;
 //   - P:{E}:fence, the last fencing token issued;
 //   - P:{E}:queue, queued waiters in arrival order (a fair lock's, a
-//     mutex's or reentrant lock's starving waiters and those behind them);
-//   - P:{E}:waiters, queued waiters' deadlines, or a read-write lock's
-//     waiting writers' deadlines;
+//     mutex's or reentrant lock's starving waiters and those behind them,
+//     a read-write lock's waiting writers);
+//   - P:{E}:waiters, the queued waiters' deadlines;
 //   - P:{E}:readers, a read-write lock's readers' deadlines;
 //   - P:{E}:gone, owners whose acquire may still land after they gave up,
 //     refused when it does;

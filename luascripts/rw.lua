@@ -15,14 +15,17 @@ local function foreign(lock)
 end
 
 -- Ends the holds of readers whose deadline has passed, and waiting writers
--- that stopped heart-beating; deletes the lock when no holder is left.
--- O(log n + expired).
-local function purge(lock, readers, waiters, now)
+-- that stopped heart-beating (in the writers' queue, see queue.lua);
+-- deletes the lock when no holder is left. O(log n + expired).
+local function purge(lock, readers, waiters, queue, now)
   for _, dead in ipairs(redis.call('zrangebyscore', readers, '-inf', now)) do
     redis.call('zrem', readers, dead)
     redis.call('hdel', lock, dead)
   end
-  redis.call('zremrangebyscore', waiters, '-inf', now)
+  for _, dead in ipairs(redis.call('zrangebyscore', waiters, '-inf', now)) do
+    redis.call('zrem', waiters, dead)
+    redis.call('lrem', queue, 1, dead)
+  end
   if redis.call('hlen', lock) == 1 and redis.call('hexists', lock, 'mode') == 1 then
     redis.call('del', lock)
   end

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter
--- KEYS[3]  unused (queue)
+-- KEYS[3]  waiting writers in arrival order (list; see queue.lua)
 -- KEYS[4]  waiting writers' deadlines (zset: owner id -> server time, ms)
 -- KEYS[5]  readers' deadlines (zset: owner id -> server time, ms)
 -- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
@@ -31,7 +31,7 @@ if foreign(KEYS[1]) then
   return {0, redis.call('pttl', KEYS[1])}
 end
 local now = server_ms()
-purge(KEYS[1], KEYS[5], KEYS[4], now)
+purge(KEYS[1], KEYS[5], KEYS[4], KEYS[3], now)
 
 local mode = redis.call('hget', KEYS[1], 'mode')
 local admit

@@ -1,31 +1,37 @@
 -- rw_write_acquire: take a read-write lock's write side for a new owner if
--- nobody holds the lock; otherwise register the owner as a waiting writer
--- (Lock) or not (TryLock). Runs after fence.lua, time.lua, gone.lua and
--- rw.lua.
+-- nobody holds the lock and no writer waits ahead of the owner; otherwise
+-- queue the owner as a waiting writer (Lock) or not (TryLock). Runs after
+-- fence.lua, time.lua, gone.lua, queue.lua and rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter
--- KEYS[3]  unused (queue)
+-- KEYS[3]  waiting writers in arrival order (list; see queue.lua)
 -- KEYS[4]  waiting writers' deadlines (zset: owner id -> server time, ms)
 -- KEYS[5]  readers' deadlines (zset: owner id -> server time, ms)
 -- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
--- ARGV[3]  "1" to register as a waiting writer when not acquired, "0" not
+-- ARGV[3]  "0" not to queue the owner when not acquired (TryLock); else
+--          queue it as a waiting writer (Lock)
 -- ARGV[4]  waiter timeout, milliseconds: a waiting writer that stops
 --          heart-beating for this long no longer blocks new readers
--- ARGV[5]  unused (wake-up channel)
--- ARGV[6]  unused (publish command)
+-- ARGV[5]  wake-up channel
+-- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[7]  unused
+--
+-- Waiting writers queue, and take the lock in arrival order: a writer
+-- cannot be overtaken by later writers any more than by later readers
+-- (writer preference). A grant that leaves writers queued wakes the new
+-- first one by name, so that it sleeps until this lease's expiry rather
+-- than until an earlier deadline.
 --
 -- Returns {1, token} when acquired. Returns {0, wait} when not: the
 -- milliseconds until the earliest holder's deadline (a dead reader's hold
--- ends then, though live readers keep the lock's TTL longer). Returns
--- {0, -1} for an owner recorded as gone, and neither grants nor registers
--- it as a waiting writer: its caller gave up before this attempt landed.
---
--- The waiting writers' expiry is only ever extended: writers may have
--- different waiter timeouts.
+-- ends then, though live readers keep the lock's TTL longer), or, when the
+-- lock is free but another writer is first, that writer's remaining
+-- deadline (it is woken now). Returns {0, -1} for an owner recorded as
+-- gone, and neither grants nor queues it: its caller gave up before this
+-- attempt landed.
 if is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
@@ -33,18 +39,31 @@ if foreign(KEYS[1]) then
   return {0, redis.call('pttl', KEYS[1])}
 end
 local now = server_ms()
-purge(KEYS[1], KEYS[5], KEYS[4], now)
+purge(KEYS[1], KEYS[5], KEYS[4], KEYS[3], now)
 
-if redis.call('exists', KEYS[1]) == 0 then
-  redis.call('zrem', KEYS[4], ARGV[1])
+local free = redis.call('exists', KEYS[1]) == 0
+local head = queue_head(KEYS[3], KEYS[4])
+if free and (not head or head == ARGV[1]) then
+  if head then
+    pop_head(KEYS[3], KEYS[4], ARGV[1])
+    local following = redis.call('lindex', KEYS[3], 0)
+    if following then
+      redis.call(ARGV[6], ARGV[5], following)
+    end
+  end
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, next_token(KEYS[2])}
 end
 
-if ARGV[3] == '1' then
-  redis.call('zadd', KEYS[4], now + tonumber(ARGV[4]), ARGV[1])
-  extend(KEYS[4], ARGV[4])
+if ARGV[3] ~= '0' then
+  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4])
+end
+if free then
+  -- Another writer is first: hand it the lock, and look again by its
+  -- deadline in case it died.
+  redis.call(ARGV[6], ARGV[5], head)
+  return {0, until_deadline(KEYS[4], head)}
 end
 local wait = redis.call('pttl', KEYS[1])
 local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')

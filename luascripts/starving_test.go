@@ -111,3 +111,35 @@ func TestDeadStarvingWaiterIsPurged(t *testing.T) {
 	_, queued := zscore(t, rc, k.waiters, "dead")
 	assert.False(t, queued, "purged")
 }
+
+// A read-write lock's waiting writers take it in arrival order: a later
+// writer finding it free wakes the first instead, whose grant wakes the
+// next; a writer giving up while first hands the turn on.
+func TestWaitingWritersGoInOrder(t *testing.T) {
+	rc := redistest.Shared(t).Client(t)
+	k := keysFor(t, rc)
+	payloads := subscribe(t, k.wake)
+	w := luascripts.RWWriteAcquire
+
+	require.Equal(t, int64(1), k.attempt(t, rc, w, "h", "1")[0])
+	for _, o := range []string{"a", "b", "c"} {
+		require.Equal(t, int64(0), k.attempt(t, rc, w, o, "1")[0])
+	}
+	assert.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "h", 1, 0))
+	assert.Equal(t, "", next(t, payloads), "the writer's release wakes every waiter")
+
+	got := k.attempt(t, rc, w, "b", "1")
+	assert.Equal(t, int64(0), got[0], "b does not overtake a")
+	assert.Equal(t, "a", next(t, payloads), "and wakes it")
+	assert.Equal(t, int64(0), k.attempt(t, rc, w, "late", "0")[0], "nor does a TryLock")
+	assert.Equal(t, "a", next(t, payloads))
+	require.Equal(t, int64(1), k.attempt(t, rc, w, "a", "1")[0])
+	assert.Equal(t, "b", next(t, payloads), "a's grant wakes b, first now")
+
+	assert.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "a", 1, 0))
+	assert.Equal(t, "", next(t, payloads))
+	assert.Equal(t, int64(0), k.release(t, rc, luascripts.RWRelease, "b", 0, 0), "b gives up")
+	assert.Equal(t, "c", next(t, payloads), "the lock free, c is first now")
+	require.Equal(t, int64(1), k.attempt(t, rc, w, "c", "1")[0])
+	assert.False(t, exists(t, rc, k.queue))
+}

@@ -11,8 +11,12 @@
 // lock in its own call chain gets relock.ErrWouldDeadlock at once (upgrade
 // would wait for itself).
 //
-// Releasing the last reader wakes the waiting writers; releasing the writer
-// wakes every waiter.
+// Waiting writers queue and take the lock in arrival order, so no writer
+// starves behind later writers either. Releasing the last reader wakes the
+// waiting writers; releasing the writer wakes every waiter, and the first
+// queued writer, if any, takes the lock. Readers do not queue: while
+// writers wait, new readers wait for all of them (writer preference), so
+// under a steady stream of writers readers wait; give writers pauses.
 //
 // # Safety model
 //

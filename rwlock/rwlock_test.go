@@ -214,3 +214,12 @@ func TestLockers(t *testing.T) {
 	require.NoError(t, r.Unlock())
 	require.NoError(t, r2.Unlock())
 }
+
+// A waiting writer that loses every race to later writers is not starved:
+// waiting writers take the lock in arrival order (issue 10).
+func TestWriterNoStarvation(t *testing.T) {
+	srv := redistest.Shared(t)
+	locktest.NoStarvation(t, srv.Addr(), srv.Client(t), func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return rwlock.New(c, name, opts...).Locker()
+	})
+}

@@ -239,12 +239,16 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 
 	st.Readers, st.Counts.Readers = deadlines(raw.readers, raw.now)
 	st.Gone, st.Counts.Gone = deadlines(raw.gone, raw.now)
-	if raw.queue.exists() {
+	switch {
+	case st.Kind == kindRWLock && raw.queue.exists():
+		// A read-write lock's waiting writers, in arrival order.
+		st.WaitingWriters, st.Counts.WaitingWriters = deadlines(raw.queue, raw.now)
+	case raw.queue.exists():
 		// A queue (fair, or a mutex's or reentrant lock's starving
 		// waiters): its waiters zset holds the queue's deadlines.
 		st.Queue, st.Counts.Queue = deadlines(raw.queue, raw.now)
-	} else {
-		// Only a read-write lock keeps waiters without a queue.
+	default:
+		// Waiting writers' deadlines left without their queue.
 		st.WaitingWriters, st.Counts.WaitingWriters = deadlines(raw.waiters, raw.now)
 	}
 	st.Truncated = int64(len(st.Holders)) < st.Counts.Holders ||
@@ -273,8 +277,7 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 // inferKind sets the kind from the layout: a string is a mutex; a hash with
 // a "mode" field a read-write lock; a hash, with a queue or without, is a
 // reentrant lock or a fair lock (a reentrant lock queues waiters that
-// starve), which look alike; a free lock with a queue may be any of those
-// three.
+// starve), which look alike; a free lock with a queue may be any kind.
 func (st *lockState) inferKind(raw *rawState) {
 	set := func(k, note string) {
 		st.Kind, st.KindCandidates, st.KindNote = k, []string{k}, note
@@ -296,8 +299,8 @@ func (st *lockState) inferKind(raw *rawState) {
 	case "none":
 		switch {
 		case raw.queue.exists():
-			st.KindCandidates = []string{kindFair, kindReentrant, kindMutex}
-			st.KindNote = "free, with a queue: the first waiter is being handed the lock (a fair lock, or a mutex's or reentrant lock's starving waiters)"
+			st.KindCandidates = []string{kindFair, kindReentrant, kindMutex, kindRWLock}
+			st.KindNote = "free, with a queue: the first waiter is being handed the lock (a fair lock, a mutex's or reentrant lock's starving waiters, or a read-write lock's waiting writers)"
 		case raw.readers.exists() || raw.waiters.exists():
 			set(kindRWLock, "free, with reader or writer deadlines left: the next script on the lock purges them")
 		default:
@@ -394,8 +397,9 @@ The kind is inferred from the layout: a string is a mutex; a hash with field
 reentrant or a fair lock, which look alike (both are then named: a
 reentrant lock's starving waiters queue as a fair lock's do). Shown: the
 holders with their hold counts, a read-write lock's mode, its readers' and
-waiting writers' deadlines, the queue in order with each waiter's deadline
-(a fair lock's, or a mutex's or reentrant lock's starving waiters), owners
+waiting writers in arrival order with their deadlines, the queue in order
+with each waiter's deadline (a fair lock's, or a mutex's or reentrant
+lock's starving waiters), owners
 that gave up while an acquire was on its way ("gone"), the last fencing
 token, every key's TTL, and the clients subscribed to the wake-up channel
 (PUBSUB NUMSUB; SHARDNUMSUB in cluster mode).
@@ -414,7 +418,7 @@ token, every key's TTL, and the clients subscribed to the wake-up channel
   holders                   [{owner, count}], by owner; mutex count is 1
   readers                   [{owner, remaining_ms}], by deadline
   queue                     [{owner, remaining_ms}], head first
-  waiting_writers           rwlock: [{owner, remaining_ms}], by deadline
+  waiting_writers           rwlock: [{owner, remaining_ms}], in arrival order
   gone                      [{owner, remaining_ms}]: owners that gave up
   counts                    {holders, readers, queue, waiting_writers, gone}:
                             full sizes, which --max may cut
