@@ -51,6 +51,7 @@ type Client struct {
 	mu     sync.Mutex
 	closed bool               // guarded by mu
 	holds  map[*hold]struct{} // guarded by mu: holds that neither ended nor were lost
+	gates  map[string]*gate   // guarded by mu: Redlocks being acquired through this Client (see multi.go)
 }
 
 // New returns a Client that locks through rc and starts its watchdog. The

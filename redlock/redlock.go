@@ -14,6 +14,17 @@
 // delay, before it tries again. Use an odd N: N = 5 survives the loss of
 // two masters; N = 1 behaves like package mutex.
 //
+// In one process, one goroutine at a time asks the masters for a given
+// lock (through its first master's Client); the process's other callers
+// wait their turn in the process, and TryLock fails with
+// relock.ErrNotAcquired while another goroutine is acquiring it.
+// Contenders that ask the masters at once split them — each granted by
+// some, none by a quorum — and must all release and retry; one contender
+// per process keeps a hot lock handing over instead (see the benchmark).
+// Redlock waiters do not queue on the masters (the mutex's starvation
+// queue, one per master, could order them differently on each): a waiter
+// may be overtaken.
+//
 // Leases are ordinary *relock.Lease values: the first master's Client
 // renews them on every master each lease/3 with its watchdog, taking back
 // the masters where the lock is free (with their fencing counter raised to
