@@ -12,10 +12,12 @@
 package watchdog
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -41,7 +43,49 @@ type Entry struct {
 	next       time.Time // when the next renewal is due; zero for a fixed lease
 	inflight   bool      // a renewal is on its way
 	live       bool      // registered, not lost, not removed
+	at         time.Time // its key in the heap: due() when last placed
+	index      int       // its place in the heap; -1 when not in it
 	w          *Watchdog
+}
+
+// due is when the watchdog must next look at e: when its validity ends,
+// or, for a renewed lease with no renewal on its way, when its renewal is
+// due, if sooner.
+func (e *Entry) due() time.Time {
+	if e.renew && !e.inflight && e.next.Before(e.validUntil) {
+		return e.next
+	}
+	return e.validUntil
+}
+
+// early reports whether e's renewal may go now, with a batch due: from
+// lease/30 before it is due, so that renewals due close together share a
+// round trip.
+func (e *Entry) early(now time.Time) bool {
+	return e.renew && !e.inflight && !now.Before(e.next.Add(-e.lease/30))
+}
+
+// queue is a heap of entries by due time (container/heap).
+type queue []*Entry
+
+func (q queue) Len() int           { return len(q) }
+func (q queue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q queue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *queue) Push(x any) {
+	e := x.(*Entry)
+	e.index = len(*q)
+	*q = append(*q, e)
+}
+func (q *queue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	e.index = -1
+	*q = old[:len(old)-1]
+	return e
 }
 
 // NewEntry returns a lease confirmed at confirmed (when the command that
@@ -51,7 +95,7 @@ type Entry struct {
 // validity. lost is called with ErrTaken or ErrExpired when the lease is
 // lost; it must not block.
 func NewEntry(renewal luascripts.Call, lease time.Duration, renew bool, confirmed time.Time, lost func(cause error)) *Entry {
-	e := &Entry{call: renewal, lease: lease, renew: renew, lost: lost}
+	e := &Entry{call: renewal, lease: lease, renew: renew, lost: lost, index: -1}
 	e.confirm(confirmed)
 	return e
 }
@@ -65,7 +109,7 @@ type Renewal func(ctx context.Context) (held bool, err error)
 // NewOwnEntry returns a lease like NewEntry's, renewed every lease/3 by
 // renew on its own round trips rather than in the watchdog's batch.
 func NewOwnEntry(renew Renewal, lease time.Duration, confirmed time.Time, lost func(cause error)) *Entry {
-	e := &Entry{own: renew, lease: lease, renew: true, lost: lost}
+	e := &Entry{own: renew, lease: lease, renew: true, lost: lost, index: -1}
 	e.confirm(confirmed)
 	return e
 }
@@ -108,17 +152,26 @@ type Batch struct {
 }
 
 // Watchdog renews and watches leases. Its zero value is not usable; call New.
+//
+// Its entries are a heap ordered by when each must next be looked at (due):
+// Add, Remove and a renewal's outcome cost O(log n) however many leases it
+// keeps, and its one timer fires by the first due time, so that the loop
+// sleeps until an entry may need it. Adding a lease that falls due after
+// the first — the common case — does not even move the timer, and no call
+// wakes the loop.
 type Watchdog struct {
 	rc     rueidis.Client
 	log    *slog.Logger
 	report func(Batch) // nil, or called after each renewal round trip
 
 	mu      sync.Mutex
-	entries map[*Entry]struct{} // guarded by mu: the live entries
-	poke    chan struct{}       // wakes the loop when an entry may be due sooner
-	ctx     context.Context     // canceled by Close
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the loop and renewal batches in flight
+	queue   queue       // guarded by mu: the live entries, by due time
+	timer   *time.Timer // fires by the first entry's due time (see arm)
+	timerAt time.Time   // guarded by mu: when timer fires; zero when not set
+	ctx     context.Context
+	cancel  context.CancelFunc // cancels ctx: Close
+	wg      sync.WaitGroup     // the loop and renewal batches in flight
+	visits  atomic.Int64       // entries the loop examined, for tests
 }
 
 // New starts the watchdog of a Client using rc. Close stops it. report, if
@@ -127,14 +180,14 @@ type Watchdog struct {
 func New(rc rueidis.Client, log *slog.Logger, report func(Batch)) *Watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watchdog{
-		rc:      rc,
-		log:     log,
-		report:  report,
-		entries: map[*Entry]struct{}{},
-		poke:    make(chan struct{}, 1),
-		ctx:     ctx,
-		cancel:  cancel,
+		rc:     rc,
+		log:    log,
+		report: report,
+		timer:  time.NewTimer(time.Hour),
+		ctx:    ctx,
+		cancel: cancel,
 	}
+	w.timer.Stop()
 	w.wg.Add(1)
 	go w.loop()
 	return w
@@ -143,15 +196,15 @@ func New(rc rueidis.Client, log *slog.Logger, report func(Batch)) *Watchdog {
 // Add starts keeping e. It returns false, and does not keep e, after Close.
 func (w *Watchdog) Add(e *Entry) bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.ctx.Err() != nil {
-		w.mu.Unlock()
 		return false
 	}
 	e.w = w
 	e.live = true
-	w.entries[e] = struct{}{}
-	w.mu.Unlock()
-	w.wake()
+	e.at = e.due()
+	heap.Push(&w.queue, e)
+	w.arm()
 	return true
 }
 
@@ -164,6 +217,7 @@ func (w *Watchdog) Confirm(e *Entry, t time.Time) bool {
 		return false
 	}
 	e.confirm(t)
+	w.fix(e)
 	return true
 }
 
@@ -179,6 +233,7 @@ func (w *Watchdog) Extend(e *Entry, t time.Time, d time.Duration) bool {
 	if v := t.Add(d - Drift(d)); v.After(e.validUntil) {
 		e.validUntil = v
 	}
+	w.fix(e)
 	return true
 }
 
@@ -192,8 +247,7 @@ func (w *Watchdog) Remove(e *Entry) bool {
 	if !e.live {
 		return false
 	}
-	e.live = false
-	delete(w.entries, e)
+	w.drop(e)
 	return true
 }
 
@@ -203,27 +257,60 @@ func (w *Watchdog) Remove(e *Entry) bool {
 func (w *Watchdog) Close() {
 	w.mu.Lock()
 	w.cancel()
-	for e := range w.entries {
+	for _, e := range w.queue {
 		e.live = false
+		e.index = -1
 	}
-	clear(w.entries)
+	w.queue = nil
+	w.timer.Stop()
+	w.timerAt = time.Time{}
 	w.mu.Unlock()
 	w.wg.Wait()
 }
 
-func (w *Watchdog) wake() {
-	select {
-	case w.poke <- struct{}{}:
-	default:
+// fix moves e to its place after its due time changed. Called with mu held.
+func (w *Watchdog) fix(e *Entry) {
+	if at := e.due(); !at.Equal(e.at) && e.index >= 0 {
+		e.at = at
+		heap.Fix(&w.queue, e.index)
+		w.arm()
+	}
+}
+
+// drop ends e: out of the heap, not live. Called with mu held.
+func (w *Watchdog) drop(e *Entry) {
+	e.live = false
+	if e.index >= 0 {
+		heap.Remove(&w.queue, e.index)
+		w.arm()
+	}
+}
+
+// arm makes the timer fire by the first entry's due time. It only ever
+// brings the timer forward: a timer set for an entry that was removed, or
+// whose renewal moved it later, fires early, and the loop finds nothing
+// due and sets it again. So a Lock and Unlock, which add and remove an
+// entry due later than the first, cost no timer change at all. Called with
+// mu held; it never wakes the loop itself.
+func (w *Watchdog) arm() {
+	if len(w.queue) == 0 {
+		return
+	}
+	if at := w.queue[0].at; w.timerAt.IsZero() || at.Before(w.timerAt) {
+		w.timer.Reset(time.Until(at))
+		w.timerAt = at
 	}
 }
 
 func (w *Watchdog) loop() {
 	defer w.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	for {
-		batch, lost, due := w.scan(time.Now())
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.timer.C:
+		}
+		batch, lost := w.collect(time.Now())
 		for _, e := range lost {
 			e.lost(ErrExpired)
 		}
@@ -240,46 +327,36 @@ func (w *Watchdog) loop() {
 			w.wg.Add(1)
 			go w.renew(shared)
 		}
-		if due.IsZero() {
-			timer.Reset(time.Hour)
-		} else {
-			timer.Reset(time.Until(due))
-		}
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-w.poke:
-		case <-timer.C:
-		}
 	}
 }
 
-// scan ends the leases whose validity has passed, collects the renewals due
-// by now (and those due soon after, so that they share the round trip), and
-// returns when it must run next.
-func (w *Watchdog) scan(now time.Time) (batch, lost []*Entry, due time.Time) {
+// collect ends the leases whose validity has passed and collects the
+// renewals due by now, and those due soon after (early), so that they
+// share the round trip; then it sets the timer for the next.
+func (w *Watchdog) collect(now time.Time) (batch, lost []*Entry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for e := range w.entries {
-		if !now.Before(e.validUntil) {
+	w.timerAt = time.Time{} // it fired
+	for len(w.queue) > 0 {
+		e := w.queue[0]
+		w.visits.Add(1)
+		switch {
+		case !now.Before(e.validUntil):
+			heap.Pop(&w.queue)
 			e.live = false
-			delete(w.entries, e)
 			lost = append(lost, e)
-			continue
-		}
-		if e.renew && !e.inflight && !now.Before(e.next.Add(-e.lease/30)) {
+		case e.early(now):
 			e.inflight = true
 			batch = append(batch, e)
-		}
-		wake := e.validUntil
-		if e.renew && !e.inflight && e.next.Before(wake) {
-			wake = e.next
-		}
-		if due.IsZero() || wake.Before(due) {
-			due = wake
+			e.at = e.due()
+			heap.Fix(&w.queue, 0)
+		default:
+			w.arm()
+			return batch, lost
 		}
 	}
-	return batch, lost, due
+	w.arm()
+	return batch, lost
 }
 
 // renew sends the renewals of batch in one round trip (or runs the one
@@ -320,11 +397,12 @@ func (w *Watchdog) renew(batch []*Entry) {
 			// Retry soon; the lease is lost if its validity passes first.
 			e.next = time.Now().Add(e.lease / 10)
 			w.log.Warn("relock: lease renewal failed; retrying", "lease", e.name(), "err", err)
+			w.fix(e)
 		case held[i]:
 			e.confirm(sent)
+			w.fix(e)
 		default:
-			e.live = false
-			delete(w.entries, e)
+			w.drop(e)
 			lost = append(lost, e)
 		}
 	}
@@ -335,7 +413,6 @@ func (w *Watchdog) renew(batch []*Entry) {
 	for _, e := range lost {
 		e.lost(ErrTaken)
 	}
-	w.wake()
 }
 
 // send runs the renewals of batch and returns each one's outcome: whether
