@@ -152,7 +152,7 @@ type Acquire struct {
 	Owner    string
 	LeaseMs  string
 	Wait     bool // a Lock, which may queue the owner; not a TryLock, which never does
-	Queue    bool // with Wait: queue the owner if not granted; else only behind waiters queued already
+	Queue    bool // with Wait: queue the owner if not granted; else only behind waiters queued already (the fair lock and rwlock writers always queue a Lock)
 	WaiterMs string
 	Publish  string // "publish", or "spublish" on a cluster
 	Within   string // owner of the caller's hold of the kind's Within mode, or ""
