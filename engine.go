@@ -184,7 +184,9 @@ func isRedisErr(err error) bool {
 // subscription before its first attempt if this Client already has one, or
 // after a failed attempt otherwise (retrying at once if the subscription is
 // live already), and then retries after each wake-up, each expiry of what
-// blocks it, or maxWait, whichever comes first, until ctx ends. A kind whose
+// blocks it, the moment it starts starving (a kind that queues waiters
+// only then: once queued, it is woken by name), or maxWait, whichever comes
+// first, until ctx ends. A kind whose
 // waiters leave a trace in Redis (a queue) has their places kept by the
 // watchdog's heartbeats and withdrawn when they stop waiting. Lock (not
 // TryLock) waits out network errors the same way, with a backoff.
@@ -330,6 +332,11 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			d = time.Millisecond
 		case wait >= 0:
 			d = min(d, time.Duration(wait+1)*time.Millisecond)
+		}
+		if at := w.starvesAt(); !at.IsZero() {
+			// Releases may wake only queued waiters from now on: try
+			// again when starving, to take a place in the queue.
+			d = min(d, max(time.Until(at), time.Millisecond))
 		}
 		again = false
 		if err := b.wait(ctx, next, d); err != nil {
@@ -528,6 +535,16 @@ func (w *waiter) outcome(v []int64, err error) (token, wait int64, _ error) {
 		w.queued = true
 	}
 	return 0, n, nil
+}
+
+// starvesAt is when w, a Lock not queued yet of a kind that queues
+// waiters once they starve, starts starving; zero otherwise.
+func (w *waiter) starvesAt() time.Time {
+	after := w.b.spec.QueueAfter
+	if !w.wait || w.queued || after == 0 || w.b.spec.Heartbeat == luascripts.None || w.since.IsZero() {
+		return time.Time{}
+	}
+	return w.since.Add(after)
 }
 
 // starving reports whether w's attempts queue its owner when not granted:

@@ -393,3 +393,12 @@ func TestNoStarvation(t *testing.T) {
 		return mutex.New(c, name, opts...)
 	})
 }
+
+// Every waiter of a hot mutex gets turns: a waiter that has not starved
+// yet when a queue forms is not left asleep while the queue cycles.
+func TestEveryWaiterServed(t *testing.T) {
+	srv := redistest.Shared(t)
+	locktest.EveryWaiterServed(t, srv.Client(t), srv.Client(t), func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return mutex.New(c, name, opts...)
+	})
+}

@@ -241,3 +241,11 @@ func TestNoStarvation(t *testing.T) {
 		return reentrant.New(c, name, opts...)
 	})
 }
+
+// Every waiter of a hot reentrant lock gets turns.
+func TestEveryWaiterServed(t *testing.T) {
+	srv := redistest.Shared(t)
+	locktest.EveryWaiterServed(t, srv.Client(t), srv.Client(t), func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return reentrant.New(c, name, opts...)
+	})
+}

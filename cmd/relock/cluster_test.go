@@ -70,7 +70,8 @@ func TestCluster(t *testing.T) {
 	})
 
 	out, stop := watchCmd(t, "--redis", addr, "--for", "1m", "--poll", "1h", name)
-	start := regexp.MustCompile(`  start     mutex held by \S+ ×1$`)
+	// The waiter queues once it has waited 50 ms (starvation mode).
+	start := regexp.MustCompile(`  start     mutex held by \S+ ×1(; queue: \S+)?$`)
 	locktest.Eventually(t, "watch's first line", func() bool { return len(lines(out, start)) == 1 })
 	if err := leases[0].Unlock(); err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func TestWatchWakeUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stop := watchCmd(t, "--redis", srv.Addr(), "--for", "1m", "--poll", "1h", name)
-	start := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}  start     mutex held by \S+ ×1$`)
+	start := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}  start     mutex held by \S+ ×1(; queue: \S+)?$`)
 	locktest.Eventually(t, "the first line", func() bool { return len(lines(out, start)) == 1 })
 
 	if err := held.Unlock(); err != nil {

@@ -104,3 +104,53 @@ func NoStarvation(t *testing.T, addr string, rc rueidis.Client, newLock NewLock)
 		t.Fatal(err)
 	}
 }
+
+// EveryWaiterServed checks that on a hot lock every waiter gets its share:
+// two Clients on rc and rc2 with eight goroutines each lock, hold 1 ms,
+// unlock and lock again until they have taken the lock 320 times between
+// them (20 each if shared equally); every goroutine must have had at least
+// 5. A waiter that sleeps while a few others cycle — the lock passing
+// between releasers that lock again at once, and never into the
+// starvation queue — fails it.
+func EveryWaiterServed(t *testing.T, rc, rc2 rueidis.Client, newLock NewLock) {
+	t.Helper()
+	const perClient, total = 8, 320
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var (
+		wg     sync.WaitGroup
+		taken  atomic.Int64
+		shares [2 * perClient]atomic.Int64
+	)
+	for ci, r := range []rueidis.Client{rc, rc2} {
+		c := Client(t, r)
+		for g := range perClient {
+			wg.Go(func() {
+				lk := newLock(c, t.Name())
+				for taken.Load() < total && ctx.Err() == nil {
+					lease, err := lk.Lock(ctx)
+					if err != nil {
+						return
+					}
+					taken.Add(1)
+					shares[ci*perClient+g].Add(1)
+					time.Sleep(time.Millisecond) // the work under the lock
+					if err := lease.Unlock(); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	got := make([]int64, len(shares))
+	for i := range shares {
+		got[i] = shares[i].Load()
+	}
+	t.Logf("acquisitions per goroutine: %v", got)
+	for i, n := range got {
+		if n < int64(total/(4*len(got))) {
+			t.Errorf("goroutine %d got the lock %d times of %d: %v", i, n, taken.Load(), got)
+		}
+	}
+}
