@@ -187,10 +187,25 @@ func TestWriterIsNotStarved(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // let the readers overlap
-	w, err := m.Lock(context.Background())
+	// A read hold of the test's own makes sure the writer waits: it ends
+	// only once the writer is registered as waiting.
+	held, err := m.RLock(context.Background())
 	require.NoError(t, err)
-	require.NoError(t, w.Unlock())
+	wrote := make(chan error, 1)
+	go func() {
+		w, err := m.Lock(context.Background())
+		if err == nil {
+			err = w.Unlock()
+		}
+		wrote <- err
+	}()
+	admin := srv.Client(t)
+	locktest.Eventually(t, "the writer waiting", func() bool {
+		n, err := admin.Do(context.Background(), admin.B().Zcard().Key(waiters).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	require.NoError(t, held.Unlock())
+	require.NoError(t, <-wrote)
 	stopReaders()
 	for range readers {
 		<-done
