@@ -38,14 +38,10 @@ local free = redis.call('exists', KEYS[1]) == 0
 local head = queue_head(KEYS[3], KEYS[4])
 if free and (not head or head == ARGV[1]) then
   if head then
-    pop_head(KEYS[3], KEYS[4], ARGV[1])
+    pop_head(KEYS[3], KEYS[4], ARGV[1], ARGV[6], ARGV[5])
   end
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
-  local following = head and redis.call('lindex', KEYS[3], 0)
-  if following then
-    redis.call(ARGV[6], ARGV[5], following)
-  end
   return {1, next_token(KEYS[2])}
 end
 

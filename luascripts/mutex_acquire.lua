@@ -42,11 +42,7 @@ local head = queue_head(KEYS[3], KEYS[4])
 if not head or head == ARGV[1] then
   if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if head then
-      pop_head(KEYS[3], KEYS[4], ARGV[1])
-      local following = redis.call('lindex', KEYS[3], 0)
-      if following then
-        redis.call(ARGV[6], ARGV[5], following)
-      end
+      pop_head(KEYS[3], KEYS[4], ARGV[1], ARGV[6], ARGV[5])
     end
     return {1, next_token(KEYS[2])}
   end

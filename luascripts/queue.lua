@@ -48,9 +48,18 @@ local function enqueue(queue, deadlines, owner, ms)
 end
 
 -- Takes the first waiter, owner, off queue: it is being granted the lock.
-local function pop_head(queue, deadlines, owner)
+-- Wakes the new first waiter by name (publish on channel with command
+-- pub): it may be sleeping until owner's deadline (it found the lock free
+-- but was not first); woken, it finds the lock held and sleeps until this
+-- lease's expiry instead, so that a lease that expires without an Unlock
+-- hands the lock on as promptly as an Unlock does.
+local function pop_head(queue, deadlines, owner, pub, channel)
   redis.call('lpop', queue)
   redis.call('zrem', deadlines, owner)
+  local following = redis.call('lindex', queue, 0)
+  if following then
+    redis.call(pub, channel, following)
+  end
 end
 
 -- Removes owner from queue wherever it is (a waiter that gave up); reports

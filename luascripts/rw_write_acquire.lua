@@ -45,11 +45,7 @@ local free = redis.call('exists', KEYS[1]) == 0
 local head = queue_head(KEYS[3], KEYS[4])
 if free and (not head or head == ARGV[1]) then
   if head then
-    pop_head(KEYS[3], KEYS[4], ARGV[1])
-    local following = redis.call('lindex', KEYS[3], 0)
-    if following then
-      redis.call(ARGV[6], ARGV[5], following)
-    end
+    pop_head(KEYS[3], KEYS[4], ARGV[1], ARGV[6], ARGV[5])
   end
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
