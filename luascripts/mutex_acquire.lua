@@ -47,11 +47,7 @@ if not head or head == ARGV[1] then
     return {1, next_token(KEYS[2])}
   end
 end
-local queued = 0
-if ARGV[3] == '1' or (ARGV[3] == '2' and head) then
-  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4])
-  queued = 1
-end
+local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
 if head and head ~= ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
   -- Free, but a starving waiter is first: hand it the lock, and look
   -- again by its deadline in case it died.

@@ -47,6 +47,18 @@ local function enqueue(queue, deadlines, owner, ms)
   extend(deadlines, ms)
 end
 
+-- Queues owner as a mutex's or reentrant lock's attempt asks: flag "1"
+-- (a starving waiter) always, "2" only behind a queue (head is its first
+-- waiter, or nil), "0" never. Returns 1 when owner is queued, else 0 (the
+-- attempt's reply says so: luascripts.Queued).
+local function join_queue(queue, deadlines, owner, flag, ms, head)
+  if flag == '1' or (flag == '2' and head) then
+    enqueue(queue, deadlines, owner, ms)
+    return 1
+  end
+  return 0
+end
+
 -- Takes the first waiter, owner, off queue: it is being granted the lock.
 -- Wakes the new first waiter by name (publish on channel with command
 -- pub): it may be sleeping until owner's deadline (it found the lock free

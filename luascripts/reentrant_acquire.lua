@@ -41,11 +41,7 @@ if free and (not head or head == ARGV[1]) then
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, next_token(KEYS[2])}
 end
-local queued = 0
-if ARGV[3] == '1' or (ARGV[3] == '2' and head) then
-  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4])
-  queued = 1
-end
+local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
 if free then
   redis.call(ARGV[6], ARGV[5], head)
   return {0, until_deadline(KEYS[4], head), queued}
