@@ -62,21 +62,65 @@ type Keys struct {
 	Readers string // rwlock: reader deadlines
 	Gone    string // owners whose acquire may still land after they gave up
 	Wake    string // the wake-up channel
+
+	lists *keyLists // the calls' KEYS, made once by NewKeys; nil in a literal
+}
+
+// keyLists are the KEYS of the calls a Lock+Unlock makes, shared by every
+// call of one lock: Call.Keys is never modified.
+type keyLists struct {
+	acquire, release [6]string
+	renew            [2]string
 }
 
 // NewKeys returns the keys of lock name under prefix. The prefix must hold
-// no brace (relock.WithKeyPrefix checks it).
+// no brace (relock.WithKeyPrefix checks it). The keys are substrings of
+// one string, and the calls' KEYS share one allocation, so that a lock made
+// per call (a lock per entity) costs few allocations.
 func NewKeys(prefix, name string) Keys {
 	base := prefix + ":{" + EscapeName(name) + "}"
-	return Keys{
-		Lock:    base,
-		Fence:   base + ":fence",
-		Queue:   base + ":queue",
-		Waiters: base + ":waiters",
-		Readers: base + ":readers",
-		Gone:    base + ":gone",
-		Wake:    base + ":wake",
+	suffixes := [...]string{"", ":fence", ":queue", ":waiters", ":readers", ":gone", ":wake"}
+	var b strings.Builder
+	b.Grow(len(suffixes)*len(base) + len(":fence:queue:waiters:readers:gone:wake"))
+	var ends [len(suffixes)]int
+	for i, suffix := range suffixes {
+		b.WriteString(base)
+		b.WriteString(suffix)
+		ends[i] = b.Len()
 	}
+	all := b.String()
+	key := func(i int) string { return all[ends[i]-len(base)-len(suffixes[i]) : ends[i]] }
+	k := Keys{Lock: key(0), Fence: key(1), Queue: key(2), Waiters: key(3), Readers: key(4), Gone: key(5), Wake: key(6)}
+	k.lists = &keyLists{
+		acquire: [6]string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone},
+		release: [6]string{k.Lock, k.Queue, k.Waiters, k.Readers, k.Gone, k.Fence},
+		renew:   [2]string{k.Lock, k.Readers},
+	}
+	return k
+}
+
+// The KEYS of acquire, release and renewal calls; from k.lists when NewKeys
+// made k.
+
+func (k Keys) acquireKeys() []string {
+	if k.lists != nil {
+		return k.lists.acquire[:]
+	}
+	return []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone}
+}
+
+func (k Keys) releaseKeys() []string {
+	if k.lists != nil {
+		return k.lists.release[:]
+	}
+	return []string{k.Lock, k.Queue, k.Waiters, k.Readers, k.Gone, k.Fence}
+}
+
+func (k Keys) renewKeys() []string {
+	if k.lists != nil {
+		return k.lists.renew[:]
+	}
+	return []string{k.Lock, k.Readers}
 }
 
 // escaper replaces the bytes that would change a key's cluster hash tag,
@@ -169,7 +213,7 @@ func AcquireCall(s Script, k Keys, a Acquire) Call {
 	}
 	return Call{
 		Script: s,
-		Keys:   []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone},
+		Keys:   k.acquireKeys(),
 		Args:   []string{a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within},
 	}
 }
@@ -187,7 +231,7 @@ func ReenterCall(s Script, k Keys, owner, leaseMs string, depth int) Call {
 func ReleaseCall(s Script, k Keys, owner, publish string, depth int, goneMs string) Call {
 	return Call{
 		Script: s,
-		Keys:   []string{k.Lock, k.Queue, k.Waiters, k.Readers, k.Gone},
+		Keys:   k.releaseKeys(),
 		Args:   []string{owner, k.Wake, publish, strconv.Itoa(depth), goneMs},
 	}
 }
@@ -195,7 +239,7 @@ func ReleaseCall(s Script, k Keys, owner, publish string, depth int, goneMs stri
 // RenewCall is the renewal by script s of owner's hold for ms milliseconds
 // from now; the renewal scripts never shorten a lease.
 func RenewCall(s Script, k Keys, owner, ms string) Call {
-	return Call{Script: s, Keys: []string{k.Lock, k.Readers}, Args: []string{owner, ms}}
+	return Call{Script: s, Keys: k.renewKeys(), Args: []string{owner, ms}}
 }
 
 // HeartbeatCall keeps waiting owner's place for waiterMs, by script s.

@@ -1,6 +1,7 @@
 package luascripts
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,7 +35,12 @@ func TestNewKeys(t *testing.T) {
 			Gone:    base + ":gone",
 			Wake:    base + ":wake",
 		}
-		if got := NewKeys("relock", tc.name); got != want {
+		got := NewKeys("relock", tc.name)
+		if got.lists == nil || !slices.Equal(got.acquireKeys(), []string{want.Lock, want.Fence, want.Queue, want.Waiters, want.Readers, want.Gone}) {
+			t.Errorf("NewKeys(relock, %q): acquire keys %v", tc.name, got.acquireKeys())
+		}
+		got.lists = nil
+		if got != want {
 			t.Errorf("NewKeys(relock, %q) = %+v, want %+v", tc.name, got, want)
 		}
 		if got, ok := NameOf("relock", base); !ok || got != tc.name {

@@ -24,6 +24,9 @@
 -- sleeps until this lease's expiry instead, so that a lease that expires
 -- without an Unlock hands the lock on as promptly as an Unlock does.
 --
+-- A release hands the lock to the first queued waiter (queue.lua, hand_on);
+-- that waiter's next attempt takes the grant up.
+--
 -- Returns {1, token} when acquired. Returns {0, wait} when not, where wait
 -- is how long in milliseconds nothing can change without a wake-up: the
 -- holder's pttl, or, when the lock is free but another waiter is first,
@@ -35,6 +38,11 @@ if is_gone(KEYS[6], ARGV[1]) then
 end
 
 local free = redis.call('exists', KEYS[1]) == 0
+if not free and redis.call('type', KEYS[1]).ok == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  -- A release handed the lock to this owner, a queued waiter (an owner id
+  -- is new to each Lock: a re-entry does not come here).
+  return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
+end
 local head = queue_head(KEYS[3], KEYS[4])
 if free and (not head or head == ARGV[1]) then
   if head then

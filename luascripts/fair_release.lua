@@ -1,13 +1,15 @@
--- fair_release: end one hold of a fair lock's owner; the last hold deletes
--- the lock and wakes the first waiter. For an owner that does not hold the
--- lock, leave the queue instead (a waiter giving up), waking the new first
--- waiter if the lock is free. Runs after time.lua, gone.lua and queue.lua.
+-- fair_release: end one hold of a fair lock's owner; the last hold hands
+-- the lock to the first waiter (or deletes it, with nobody waiting). For an
+-- owner that does not hold the lock, leave the queue instead (a waiter
+-- giving up), waking the new first waiter if the lock is free. Runs after
+-- fence.lua, time.lua, gone.lua and queue.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the queue (list of waiting owner ids)
 -- KEYS[3]  the waiters' deadlines (zset)
 -- KEYS[4]  unused (readers)
 -- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[6]  the fence counter (the token of a handed-on grant)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -17,7 +19,9 @@
 --          the owner as gone for n ms, so that its acquire, if still on its
 --          way, is refused when it lands (and does not queue it again)
 --
--- Wake-ups name the owner they are for: only that waiter retries.
+-- Wake-ups name the owner they are for: only that waiter retries. The
+-- last release hands the lock to the first waiter at once (queue.lua,
+-- hand_on).
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 local function wake_first()
@@ -40,5 +44,8 @@ if depth > 1 then
   return 1
 end
 redis.call('del', KEYS[1])
-wake_first()
+hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
+  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], ms)
+end)
 return 1

@@ -27,6 +27,9 @@
 -- the new first waiter by name, so that it sleeps until this lease's
 -- expiry rather than until an earlier deadline.
 --
+-- A release hands the lock to the first queued waiter (queue.lua, hand_on);
+-- that waiter's next attempt takes the grant up.
+--
 -- Returns {1, token} when acquired. Returns {0, wait, queued} when not:
 -- wait is the holder's remaining time to live in milliseconds (-1 when the
 -- key has no expiry), or, when the lock is free but another waiter is
@@ -46,6 +49,10 @@ if not head or head == ARGV[1] then
     end
     return {1, next_token(KEYS[2])}
   end
+end
+if redis.call('type', KEYS[1]).ok == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
+  -- A release handed the lock to this owner, a queued waiter.
+  return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
 local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
 if head and head ~= ARGV[1] and redis.call('exists', KEYS[1]) == 0 then

@@ -1,13 +1,15 @@
--- mutex_release: release a plain mutex if the caller still owns it, and wake
--- a waiter. For an owner that does not hold the lock, leave the queue of
--- starving waiters instead (a waiter giving up). Runs after time.lua,
--- gone.lua and queue.lua.
+-- mutex_release: release a plain mutex if the caller still owns it, and
+-- hand it to the first starving waiter or wake a waiter. For an owner that
+-- does not hold the lock, leave the queue of starving waiters instead (a
+-- waiter giving up). Runs after fence.lua, time.lua, gone.lua and
+-- queue.lua.
 --
 -- KEYS[1]  the lock (string: owner id)
 -- KEYS[2]  the queue of starving waiters (list; see queue.lua)
 -- KEYS[3]  their deadlines (zset)
 -- KEYS[4]  unused (readers)
 -- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[6]  the fence counter (the token of a handed-on grant)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -16,8 +18,8 @@
 --          the owner as gone for n ms, so that its acquire, if still on its
 --          way, is refused when it lands
 --
--- The wake-up names the first queued waiter: only it may take the lock.
--- With nobody queued, its payload "one" asks each client to wake only its
+-- With waiters queued, the lock goes to the first of them at once, and the
+-- wake-up names it (queue.lua, hand_on). With nobody queued, its payload "one" asks each client to wake only its
 -- longest waiter: only one waiter can take the lock, so waking all would
 -- only make them race.
 --
@@ -32,5 +34,10 @@ if redis.call('type', KEYS[1]).ok ~= 'string' or redis.call('get', KEYS[1]) ~= A
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], ARGV[2], queue_head(KEYS[2], KEYS[3]) or 'one')
+local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
+  redis.call('set', KEYS[1], owner, 'PX', ms)
+end)
+if not granted then
+  redis.call(ARGV[3], ARGV[2], 'one')
+end
 return 1

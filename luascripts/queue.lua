@@ -1,4 +1,5 @@
--- queue: a fragment, not a script: prepended, after time.lua, to the
+-- queue: a fragment, not a script: prepended, after fence.lua and
+-- time.lua, to the
 -- scripts of the kinds whose waiters take places in a queue: the fair lock
 -- (every waiter, from its first attempt) and the mutex and reentrant lock
 -- (a waiter that has waited long enough to be starving, and every waiter
@@ -88,4 +89,44 @@ end
 -- found first, so it is there).
 local function until_deadline(deadlines, owner)
   return tonumber(redis.call('zscore', deadlines, owner)) - server_ms()
+end
+
+-- Hands the lock, just released, to the first live waiter of queue, if
+-- any (direct handoff): grant(owner, ms) makes owner the holder for ms
+-- milliseconds, its remaining deadline in the queue, so that a granted
+-- waiter that died holds the lock no longer than its waiter timeout; the
+-- fence advances to the token the waiter's next attempt takes up with the
+-- grant (take_up). The waiter, off the queue now, is woken by name, and so
+-- is the next (pop_head): should the granted waiter never take the grant
+-- up (it died), the next must wake when the grant expires, not at a
+-- deadline it read before. Returns the granted owner, or nil.
+local function hand_on(fence, queue, deadlines, pub, channel, grant)
+  local head = queue_head(queue, deadlines)
+  if not head then
+    return nil
+  end
+  local ms = math.max(until_deadline(deadlines, head), 1)
+  redis.call(pub, channel, head)
+  pop_head(queue, deadlines, head, pub, channel)
+  grant(head, ms)
+  next_token(fence)
+  return head
+end
+
+-- Takes up a grant that hand_on made to owner, now the holder of lock:
+-- the lease from now on, and the fencing token hand_on issued (no grant
+-- came since: owner holds the lock). When the lease is shorter than what
+-- is left of the grant, wakes the first waiter of queue by name: it may be
+-- sleeping until the grant's expiry, later than the lease's. The reply of
+-- an acquire.
+local function take_up(lock, fence, queue, owner, ms, pub, channel)
+  local shorter = redis.call('pttl', lock) > tonumber(ms)
+  redis.call('pexpire', lock, ms)
+  if shorter then
+    local following = redis.call('lindex', queue, 0)
+    if following then
+      redis.call(pub, channel, following)
+    end
+  end
+  return {1, redis.call('incrby', fence, 0)}
 end

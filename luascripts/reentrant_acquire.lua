@@ -20,6 +20,9 @@
 --
 -- Starvation works as for the mutex (mutex_acquire.lua).
 --
+-- A release hands the lock to the first queued waiter (queue.lua, hand_on);
+-- that waiter's next attempt takes the grant up.
+--
 -- Returns {1, token} when acquired, with a hold count of 1. Returns
 -- {0, wait, queued} when not, queued 1 when the owner is queued, else 0;
 -- wait is the holder's pttl (-1 when the key has no expiry;
@@ -32,6 +35,11 @@ if is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
 local free = redis.call('exists', KEYS[1]) == 0
+if not free and redis.call('type', KEYS[1]).ok == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  -- A release handed the lock to this owner, a queued waiter (an owner id
+  -- is new to each Lock: a re-entry does not come here).
+  return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
+end
 local head = queue_head(KEYS[3], KEYS[4])
 if free and (not head or head == ARGV[1]) then
   if head then

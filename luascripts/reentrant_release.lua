@@ -1,13 +1,15 @@
 -- reentrant_release: end one hold of a reentrant lock's owner; the last hold
--- deletes the lock and wakes a waiter. For an owner that does not hold the
--- lock, leave the queue of starving waiters instead (a waiter giving up).
--- Runs after time.lua, gone.lua and queue.lua.
+-- hands the lock to the first starving waiter, or deletes it and wakes a
+-- waiter. For an owner that does not hold the lock, leave the queue of
+-- starving waiters instead (a waiter giving up). Runs after fence.lua,
+-- time.lua, gone.lua and queue.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the queue of starving waiters (list; see queue.lua)
 -- KEYS[3]  their deadlines (zset)
 -- KEYS[4]  unused (readers)
 -- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[6]  the fence counter (the token of a handed-on grant)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -20,8 +22,8 @@
 -- The caller names the count it ends: a call retried after a lost reply
 -- sets the same count again instead of counting down twice.
 --
--- The wake-up names the first queued waiter: only it may take the lock.
--- With nobody queued, its payload "one" asks each client to wake only its
+-- With waiters queued, the lock goes to the first of them at once, and the
+-- wake-up names it (queue.lua, hand_on). With nobody queued, its payload "one" asks each client to wake only its
 -- longest waiter: only one waiter can take the lock, so waking all would
 -- only make them race.
 --
@@ -39,5 +41,11 @@ if depth > 1 then
   return 1
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], ARGV[2], queue_head(KEYS[2], KEYS[3]) or 'one')
+local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
+  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], ms)
+end)
+if not granted then
+  redis.call(ARGV[3], ARGV[2], 'one')
+end
 return 1

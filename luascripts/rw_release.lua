@@ -8,6 +8,7 @@
 -- KEYS[3]  waiting writers' deadlines (zset)
 -- KEYS[4]  readers' deadlines (zset)
 -- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[6]  unused (the fence counter)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode

@@ -23,9 +23,10 @@ func (k lockKeys) attempt(t *testing.T, rc rueidis.Client, script luascripts.Scr
 
 // The mutex and the reentrant lock let newcomers overtake waiters until a
 // waiter starves: a starving waiter's attempt ("1") queues it, newcomers
-// ("2") queue behind it, and the lock goes in queue order, each grant and
-// release waking the next by name; with nobody queued, releases wake one
-// waiter per client ("one") and a newcomer's attempt leaves no trace.
+// ("2") queue behind it, and the lock goes in queue order, each release
+// handing it to the next and waking it by name; with nobody queued,
+// releases wake one waiter per client ("one") and a newcomer's attempt
+// leaves no trace.
 func TestStarvingWaitersGoFirst(t *testing.T) {
 	for _, kd := range []struct {
 		name             string
@@ -53,20 +54,17 @@ func TestStarvingWaitersGoFirst(t *testing.T) {
 			assert.Equal(t, []string{"a", "n"}, queue())
 
 			assert.Equal(t, int64(1), k.release(t, rc, kd.release, "h", 1, 0))
-			assert.Equal(t, "a", next(t, payloads), "the release wakes the first queued waiter by name")
+			assert.Equal(t, "a", next(t, payloads), "the release hands the lock to the first queued waiter and wakes it by name")
+			assert.Equal(t, "n", next(t, payloads), "and the next")
 			got := k.attempt(t, rc, kd.acquire, "x", "2")
 			assert.Equal(t, int64(0), got[0], "a newcomer does not overtake the queue")
 			assert.InDelta(t, 5000, got[1], 1000, "it may wait until the first waiter's deadline")
-			assert.Equal(t, "a", next(t, payloads), "and wakes the first waiter")
 			assert.Equal(t, int64(0), k.attempt(t, rc, kd.acquire, "n", "1")[0], "nor does the second")
-			assert.Equal(t, "a", next(t, payloads))
-
-			require.Equal(t, int64(1), k.attempt(t, rc, kd.acquire, "a", "1")[0], "the first waiter takes the lock")
-			assert.Equal(t, "n", next(t, payloads), "its grant wakes the next by name")
+			require.Equal(t, int64(1), k.attempt(t, rc, kd.acquire, "a", "1")[0], "the first waiter takes the grant up")
 			assert.Equal(t, []string{"n", "x"}, queue())
 
-			// A waiter that gives up leaves the queue; the lock, freed,
-			// wakes the next.
+			// A waiter that gives up leaves the queue; the lock, released,
+			// goes to the next.
 			assert.Equal(t, int64(0), k.release(t, rc, kd.release, "n", 0, 0), "a waiter's withdrawal")
 			assert.Equal(t, []string{"x"}, queue())
 			assert.Equal(t, int64(1), k.release(t, rc, kd.release, "a", 1, 0))

@@ -2,10 +2,16 @@
 -- server clock or sets the expiry of a key that several owners share.
 
 -- Returns the server's TIME in milliseconds. Deadlines stored in Redis use
--- it, never a client's clock.
+-- it, never a client's clock. A script reads the clock once: it runs for
+-- microseconds, and the fragments it is made of ask for the time several
+-- times.
+local time_ms
 local function server_ms()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not time_ms then
+    local t = redis.call('time')
+    time_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return time_ms
 end
 
 -- Extends key's TTL to at least ms milliseconds; never shortens it. Keys

@@ -1,0 +1,93 @@
+package luascripts_test
+
+import (
+	"testing"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
+)
+
+// holder returns who holds lock k (a string or a hash of one owner), or "".
+func (k lockKeys) holder(t *testing.T, rc rueidis.Client) string {
+	t.Helper()
+	typ, err := do(t, rc, rc.B().Type().Key(k.lock).Build()).ToString()
+	require.NoError(t, err)
+	switch typ {
+	case "string":
+		v, err := do(t, rc, rc.B().Get().Key(k.lock).Build()).ToString()
+		require.NoError(t, err)
+		return v
+	case "hash":
+		v, err := do(t, rc, rc.B().Hkeys().Key(k.lock).Build()).AsStrSlice()
+		require.NoError(t, err)
+		require.Len(t, v, 1)
+		return v[0]
+	}
+	return ""
+}
+
+// pttl returns the lock's remaining time to live in milliseconds.
+func (k lockKeys) pttl(t *testing.T, rc rueidis.Client) int64 {
+	t.Helper()
+	n, err := do(t, rc, rc.B().Pttl().Key(k.lock).Build()).AsInt64()
+	require.NoError(t, err)
+	return n
+}
+
+// A release that leaves waiters queued hands the lock to the first of them
+// in the same script (issue 14: direct handoff) and wakes it by name; the
+// waiter's next attempt takes the grant up: its fencing token, and its
+// lease from then on. Until then the grant lasts no longer than the
+// waiter's deadline in the queue, so a granted waiter that died holds the
+// lock no longer than its waiter timeout; one that gave up releases it,
+// and the lock goes to the next waiter.
+func TestReleaseHandsOnToTheFirstWaiter(t *testing.T) {
+	for _, kd := range []struct {
+		name             string
+		acquire, release luascripts.Script
+	}{
+		{"mutex", luascripts.MutexAcquire, luascripts.MutexRelease},
+		{"reentrant", luascripts.ReentrantAcquire, luascripts.ReentrantRelease},
+		{"fair", luascripts.FairAcquire, luascripts.FairRelease},
+	} {
+		t.Run(kd.name, func(t *testing.T) {
+			rc := redistest.Shared(t).Client(t)
+			k := keysFor(t, rc)
+			payloads := subscribe(t, k.wake)
+
+			h := k.attempt(t, rc, kd.acquire, "h", "1") // waiter timeout 5000 ms, lease 60000 ms
+			require.Equal(t, int64(1), h[0])
+			require.Equal(t, int64(0), k.attempt(t, rc, kd.acquire, "a", "1")[0])
+			require.Equal(t, int64(0), k.attempt(t, rc, kd.acquire, "b", "1")[0])
+
+			require.Equal(t, int64(1), k.release(t, rc, kd.release, "h", 1, 0))
+			assert.Equal(t, "a", k.holder(t, rc), "the release grants the first waiter")
+			assert.Equal(t, "a", next(t, payloads), "and wakes it by name")
+			assert.Equal(t, "b", next(t, payloads), "and the next, to sleep until the grant's expiry")
+			ttl := k.pttl(t, rc)
+			assert.True(t, ttl > 0 && ttl <= 5000, "until the waiter's deadline: pttl %d ms", ttl)
+			n := k.attempt(t, rc, kd.acquire, "n", "2")
+			assert.Equal(t, int64(0), n[0], "a newcomer finds the lock held")
+
+			a := k.attempt(t, rc, kd.acquire, "a", "1")
+			require.Equal(t, int64(1), a[0], "the waiter's attempt takes the grant up")
+			assert.Greater(t, a[1], h[1], "with a token of its own")
+			assert.Greater(t, k.pttl(t, rc), int64(55000), "and its lease")
+
+			// b is first now; a releases, b is granted and gives up: its
+			// withdrawal releases the grant to the next waiter, n.
+			require.Equal(t, int64(1), k.release(t, rc, kd.release, "a", 1, 0))
+			assert.Equal(t, "b", k.holder(t, rc))
+			require.Equal(t, int64(1), k.release(t, rc, kd.release, "b", 0, 0))
+			assert.Equal(t, "n", k.holder(t, rc))
+			got := k.attempt(t, rc, kd.acquire, "n", "2")
+			require.Equal(t, int64(1), got[0])
+			assert.Greater(t, got[1], a[1])
+			assert.False(t, exists(t, rc, k.queue), "the queue is empty")
+		})
+	}
+}
