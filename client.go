@@ -42,7 +42,18 @@ type Client struct {
 	hub     *wake.Hub
 	done    chan struct{} // closed by Close: ends waits
 
-	// Background work: attempts whose caller stopped waiting, and cleanups.
+	// The Client's default durations, and their milliseconds (see millis).
+	defaults   [3]time.Duration
+	defaultsMs [3]string
+
+	// suspectUntil is when, in Unix ns, the connection stops being suspect
+	// (see suspect); answeredAt, when a call through it was last answered.
+	suspectUntil, answeredAt atomic.Int64
+
+	// releaseCtx, shared by the releases of one second (see release.go).
+	releases atomic.Pointer[sharedDeadline]
+
+	// Background work: calls whose caller stopped waiting, and cleanups.
 	// Close cancels bgCtx and waits for bg.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -79,7 +90,6 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		id:      uuid.NewString(),
 		obs:     cfg.obs,
 		ack:     cfg.ack,
-		wd:      watchdog.New(rc, cfg.log, renewalReport(cfg.obs)),
 		hub:     wake.NewHub(rc, sharded, cfg.log),
 		done:    make(chan struct{}),
 		holds:   map[*hold]struct{}{},
@@ -87,6 +97,11 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	if sharded {
 		c.publish = "spublish"
 	}
+	c.defaults = [...]time.Duration{c.timeout, DefaultWaiterTimeout, max(c.timeout, DefaultWaiterTimeout, minGone)}
+	for i, d := range c.defaults {
+		c.defaultsMs[i] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	c.wd = watchdog.New(rc, cfg.log, c.renewalReport(cfg.obs))
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -114,23 +129,71 @@ func (c *Client) Close() error {
 
 	c.wd.Close()
 	c.releaseAll(holds)
-	// Attempts still on their way are cut short; each then releases what
-	// it may have taken, recording its owner as gone.
+	// Calls still on their way in goroutines their callers left (within)
+	// are cut short; cleanups end within abandonTimeout.
 	c.bgCancel()
 	c.bg.Wait()
+	if d := c.releases.Load(); d != nil {
+		d.cancel() // its timer, before its deadline
+	}
 	c.hub.Close()
 	return nil
 }
 
-// renewalReport returns the watchdog's report of its round trips to o, or
-// nil without an Observer.
-func renewalReport(o Observer) func(watchdog.Batch) {
-	if o == nil {
-		return nil
-	}
+// renewalReport returns the watchdog's report of its round trips: a
+// failed renewal marks the connection suspect (see Client.suspect), and o,
+// if not nil, is told.
+func (c *Client) renewalReport(o Observer) func(watchdog.Batch) {
 	return func(b watchdog.Batch) {
-		o.Renewed(Renewed{Leases: b.Size, Latency: b.Latency, Failed: b.Failed, Lost: b.Lost})
+		if b.Failed > 0 {
+			c.suspect()
+		} else {
+			c.answered()
+		}
+		if o != nil {
+			o.Renewed(Renewed{Leases: b.Size, Latency: b.Latency, Failed: b.Failed, Lost: b.Lost})
+		}
 	}
+}
+
+// suspectFor is how long after a call through rc failed (no answer, or
+// none in time) acquire attempts run in goroutines their callers can
+// leave (see waiter.attempt); trustFor, how long after a call through rc
+// was answered they may run on the caller's goroutine: a connection that
+// broke while idle is dialed again by the first call that needs it, and
+// rueidis makes the others wait for that dial whatever their ctx.
+const (
+	suspectFor = 10 * time.Second
+	trustFor   = time.Second
+)
+
+// suspect records that a call through rc got no answer, or none in time.
+func (c *Client) suspect() {
+	c.suspectUntil.Store(time.Now().Add(suspectFor).UnixNano())
+}
+
+// answered records that a call through rc was answered.
+func (c *Client) answered() {
+	c.answeredAt.Store(time.Now().UnixNano())
+}
+
+// trusted reports whether a call through rc was answered within trustFor
+// and none failed within suspectFor.
+func (c *Client) trusted() bool {
+	now := time.Now().UnixNano()
+	return now > c.suspectUntil.Load() && now-c.answeredAt.Load() < int64(trustFor)
+}
+
+// millis returns d in milliseconds, as scripts take durations: for the
+// Client's defaults (lease, waiter timeout, how long a gone owner is
+// recorded) a string made once, so that a lock made per call allocates none.
+func (c *Client) millis(d time.Duration) string {
+	for i, def := range c.defaults {
+		if d == def {
+			return c.defaultsMs[i]
+		}
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
 // isClosed reports whether Close has begun.

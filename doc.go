@@ -61,11 +61,16 @@
 // last lease of the hold is unlocked.
 //
 // The ctx given to Lock bounds the wait only, and Lock returns within a few
-// milliseconds of its end whatever Redis does. An attempt still on its way
-// then finishes in the background, tracked by [Client.Close], and whoever
-// learns its outcome undoes it: a grant or a queue place is released after
-// its reply, and an owner whose reply never comes is recorded as gone, so
-// that its acquire, should it land later, is refused (no holder nobody
+// milliseconds of its end whatever Redis does, with two exceptions. rueidis
+// bounds a command it sends outside its pipeline (a lone caller's, or every
+// command with DisableAutoPipelining) by the ctx's deadline only, so a ctx
+// canceled before its deadline while Redis hangs ends the Lock at that
+// deadline; a ctx with no deadline is heeded at once. And a Lock that
+// reaches a connection rueidis is dialing again may wait for that dial, up
+// to rueidis's dial timeout, if the connection broke less than a second
+// after an answered call. An attempt whose reply never came may still
+// land: its owner is recorded as gone, so that its acquire is refused, and
+// released, in the background, tracked by [Client.Close] (no holder nobody
 // tracks). Unlock runs on its own timeout.
 //
 // Waiting never polls: an uncontended Lock is one round trip; a waiter
@@ -79,8 +84,10 @@
 // the reentrant lock, like [sync.Mutex], let a newcomer take a free lock
 // ahead of waiters, which keeps a hot lock passing quickly, until a waiter
 // has waited 50 ms: it then takes a place in the lock's queue, newcomers
-// wait behind it, and the lock goes in queue order, each release waking
-// the first queued waiter by name, until the queue is empty. A queued
+// wait behind it, and the lock goes in queue order until the queue is
+// empty: each release hands the lock to the first queued waiter in the
+// same script and wakes it by name (a direct handoff; the granted waiter
+// holds it no longer than its waiter timeout until its Lock takes it up). A queued
 // waiter's place is kept by heartbeats and lapses WithWaiterTimeout after
 // its process died. Without a queue, a release wakes one waiter per
 // Client. A read-write lock's waiting writers queue, and take the lock in

@@ -32,7 +32,6 @@ type binding struct {
 	c             *Client
 	spec          *kind.Spec
 	name          string
-	short         string // name as it appears in messages
 	keys          luascripts.Keys
 	lease         time.Duration
 	ms            string // lease in milliseconds, as scripts take it
@@ -53,7 +52,7 @@ func bind(c *Client, name string, spec *kind.Spec, opts []LockOption) kind.Bindi
 
 // newBinding is bind for the engine's own use: the concrete binding.
 func newBinding(c *Client, name string, spec *kind.Spec, opts []LockOption) *binding {
-	b := &binding{c: c, spec: spec, name: name, short: shortName(name)}
+	b := &binding{c: c, spec: spec, name: name}
 	cfg := lockConfig{waiterTimeout: DefaultWaiterTimeout}
 	for _, o := range opts {
 		if o != nil {
@@ -66,7 +65,7 @@ func newBinding(c *Client, name string, spec *kind.Spec, opts []LockOption) *bin
 	case name == "":
 		b.err = b.errorf(ErrInvalid, "empty name")
 	case cfg.err != nil:
-		b.err = fmt.Errorf("%w (%s %s)", cfg.err, spec.Kind, b.short)
+		b.err = fmt.Errorf("%w (%s %s)", cfg.err, spec.Kind, b.short())
 	}
 	if c == nil {
 		return b
@@ -76,16 +75,17 @@ func newBinding(c *Client, name string, spec *kind.Spec, opts []LockOption) *bin
 	if cfg.lease > 0 {
 		b.lease, b.fixed = cfg.lease, true
 	}
-	b.ms = strconv.FormatInt(b.lease.Milliseconds(), 10)
 	b.waiterTimeout = cfg.waiterTimeout
-	b.waiterMs = strconv.FormatInt(cfg.waiterTimeout.Milliseconds(), 10)
-	b.goneMs = strconv.FormatInt(max(b.lease, b.waiterTimeout, minGone).Milliseconds(), 10)
+	b.ms, b.waiterMs, b.goneMs = c.millis(b.lease), c.millis(b.waiterTimeout), c.millis(max(b.lease, b.waiterTimeout, minGone))
 	b.nodeTimeout = cfg.nodeTimeout
 	if b.nodeTimeout == 0 {
 		b.nodeTimeout = max(b.lease/50, 5*time.Millisecond)
 	}
 	return b
 }
+
+// short is the lock's name as messages quote it.
+func (b *binding) short() string { return shortName(b.name) }
 
 // shortName is name as errors quote it: at most 64 bytes, quoted.
 func shortName(name string) string {
@@ -98,12 +98,12 @@ func shortName(name string) string {
 
 // errorf wraps sentinel with the lock and what happened.
 func (b *binding) errorf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s %s: %s", sentinel, b.kind(), b.short, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s %s: %s", sentinel, b.kind(), b.short(), fmt.Sprintf(format, args...))
 }
 
 // wrap annotates err with the lock and the operation.
 func (b *binding) wrap(op string, err error) error {
-	return fmt.Errorf("relock: %s %s: %s: %w", b.kind(), b.short, op, err)
+	return fmt.Errorf("relock: %s %s: %s: %w", b.kind(), b.short(), op, err)
 }
 
 // kind names the lock's kind (and side) in errors and observer events.
@@ -192,8 +192,10 @@ func isRedisErr(err error) bool {
 // TryLock) waits out network errors the same way, with a backoff.
 //
 // Acquire returns within a few milliseconds of ctx's end whatever Redis
-// does: an attempt still on its way then finishes in the background, and
-// whoever learns its outcome cleans up after it (see waiter.attempt).
+// does — with one exception: a ctx canceled before its deadline while an
+// attempt that rueidis sends outside its pipeline hangs (see
+// waiter.attempt) ends the Lock at that deadline. The owner of an attempt
+// whose reply never came is released as gone, in the background.
 func (b *binding) Acquire(ctx context.Context, try bool) (*Lease, error) {
 	if b.err == nil && b.c.obs != nil {
 		return b.observe(ctx, try, b.c.obs)
@@ -273,7 +275,7 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			return nil, b.wrap("try lock", err)
 		case errors.Is(err, ErrNotReplicated):
 			unacked = err
-			b.c.log.Warn("relock: grant not replicated; retrying", "lock", b.short, "err", err)
+			b.c.log.Warn("relock: grant not replicated; retrying", "lock", b.short(), "err", err)
 			if !bo.Sleep(ctx) {
 				return nil, b.wrap("lock", join(err, ctxErr(ctx)))
 			}
@@ -281,7 +283,7 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 		case err != nil && (try || isRedisErr(err)):
 			return nil, b.wrap("lock", err)
 		case err != nil:
-			b.c.log.Warn("relock: acquire failed; retrying", "lock", b.short, "err", err)
+			b.c.log.Warn("relock: acquire failed; retrying", "lock", b.short(), "err", err)
 			if !bo.Sleep(ctx) {
 				return nil, b.wrap("lock", join(err, ctxErr(ctx)))
 			}
@@ -358,16 +360,16 @@ var errGaveUp = errors.New("gave up waiting for the reply")
 // waiter is the state of one Acquire: its owner id and what it must undo
 // when it stops without the lock.
 type waiter struct {
-	b        *binding
-	owner    string
-	within   string          // see kind.Spec.Within
-	wait     bool            // a Lock: attempts may queue the owner; not a TryLock
-	since    time.Time       // when the first attempt found the lock held
-	sub      *wake.Sub       // the lock's wake-up subscription, once joined
-	queued   bool            // an answered attempt left owner in a queue
-	entry    *watchdog.Entry // heartbeats keeping owner's place; nil if none
-	acquired bool
-	inflight bool // an attempt of owner is still on its way; it cleans up
+	b         *binding
+	owner     string
+	within    string          // see kind.Spec.Within
+	wait      bool            // a Lock: attempts may queue the owner; not a TryLock
+	since     time.Time       // when the first attempt found the lock held
+	sub       *wake.Sub       // the lock's wake-up subscription, once joined
+	queued    bool            // an answered attempt left owner in a queue
+	entry     *watchdog.Entry // heartbeats keeping owner's place; nil if none
+	acquired  bool
+	abandoned bool // owner was released as gone: nothing left to withdraw
 }
 
 // next returns the wake-up signal to wait for after the coming attempt, or
@@ -384,13 +386,18 @@ func (w *waiter) next() <-chan struct{} {
 // milliseconds (see kind.Spec). An error is rueidis's, unwrapped, or
 // errGaveUp when ctx ended first.
 //
-// With a ctx that can end, the attempt runs in a goroutine of its own, so
-// that the caller can return at ctx's end even while rueidis is stuck (a
-// dial, a stalled connection). When the caller gave up, that goroutine
-// learns the outcome and undoes it: a grant or a queue place is released
-// after its reply, so the release cannot land first; an outcome it cannot
-// learn (a network error) is released with owner recorded as gone, so that
-// the acquire, if it lands later, is refused.
+// Under a ctx with a deadline, or one that never ends, the attempt runs on
+// the caller's goroutine: rueidis returns at ctx's deadline whatever Redis
+// does (and at its cancellation too, for a command it sends through its
+// pipeline) — except while it dials a broken connection again, which other
+// callers wait for whatever their ctx. So unless the connection is trusted
+// (a call through it was answered within trustFor, and none failed within
+// suspectFor), and always under a ctx that can be canceled but has no
+// deadline, which rueidis heeds only in its pipeline, the attempt runs in
+// a goroutine of its own that the caller leaves at ctx's end. Either way, when the caller gives up before
+// the reply, the attempt's outcome is unknown: its owner is released and
+// recorded as gone, in the background, so that the acquire, if it lands
+// later, is refused and leaves nothing behind.
 func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 	b, c := w.b, w.b.c
 	if w.entry != nil {
@@ -403,41 +410,54 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 		c.wd.Remove(w.entry)
 		w.entry = nil
 	}
-	call := b.acquireCall(w.owner, w.wait, w.starving(), w.within)
-	owner, queue := w.owner, w.wait && b.spec.Heartbeat != luascripts.None
-	if ctx.Done() == nil {
-		return w.outcome(b.acquireExec(ctx, owner, call))
-	}
-	type result struct {
-		v   []int64
-		err error
-	}
-	r, err := within(ctx, c, func(bg context.Context) result {
-		v, err := b.acquireExec(bg, owner, call)
-		return result{v, err}
-	}, func(r result) {
-		var nr *notReplicated
-		switch {
-		case errors.As(r.err, &nr):
-			// Released already; a queue place may remain.
-			if queue {
-				c.cleanup(b, owner, 0, false)
-			}
-		case r.err != nil && isRedisErr(r.err):
-			// Refused: nothing happened.
-		case r.err != nil:
-			c.cleanup(b, owner, 0, true)
-		case len(r.v) >= 2 && r.v[0] == luascripts.Granted:
-			c.cleanup(b, owner, 0, false)
-		case queue && (b.spec.QueueAfter == 0 || luascripts.Queued(r.v)):
-			c.cleanup(b, owner, 0, false)
+	owner, call := w.owner, b.acquireCall(w.owner, w.wait, w.starving(), w.within)
+	var v []int64
+	if _, ok := ctx.Deadline(); ctx.Done() == nil || (ok && c.trusted()) {
+		v, err = b.acquireExec(ctx, owner, call)
+		if err != nil && !isRedisErr(err) && gaveUp(ctx, err) {
+			err = errGaveUp
 		}
-	})
-	if err != nil {
-		w.inflight = errors.Is(err, errGaveUp)
+	} else {
+		type result struct {
+			v   []int64
+			err error
+		}
+		var r result
+		if r, err = within(ctx, c, func(bg context.Context) result {
+			v, err := b.acquireExec(bg, owner, call)
+			return result{v, err}
+		}); err == nil {
+			v, err = r.v, r.err
+		}
+	}
+	switch {
+	case err == nil || isRedisErr(err) || errors.Is(err, ErrNotReplicated):
+		c.answered()
+	case !errors.Is(err, rueidis.ErrClosing):
+		c.suspect() // no answer, or none in time
+	}
+	if errors.Is(err, errGaveUp) {
+		c.abandon(b, owner, 0, true)
+		w.abandoned = true
 		return 0, 0, err
 	}
-	return w.outcome(r.v, r.err)
+	return w.outcome(v, err)
+}
+
+// gaveUp reports whether err, a call's failure under ctx, is ctx's end.
+// rueidis fails a command sent without its pipeline at ctx's deadline, a
+// moment before ctx's timer may report it; it also fails every command on
+// a connection that another caller's deadline broke, with the same error:
+// that one is a network error.
+func gaveUp(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if dl, ok := ctx.Deadline(); ok && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(dl) {
+		<-ctx.Done()
+		return true
+	}
+	return false
 }
 
 // acquireExec runs an acquire call of owner. With WithReplicaAck it waits
@@ -486,29 +506,18 @@ func (e *notReplicated) Is(target error) bool { return target == ErrNotReplicate
 
 // within runs f on the Client's background context and returns its result,
 // unless ctx ends first (errGaveUp) or the Client is closed
-// (rueidis.ErrClosing). After errGaveUp, f goes on in the background — Close
-// cancels it and waits for it — and late, if not nil, gets its result.
-func within[T any](ctx context.Context, c *Client, f func(context.Context) T, late func(T)) (T, error) {
+// (rueidis.ErrClosing). After errGaveUp, f goes on in the background and its
+// result is dropped; Close cancels it and waits for it.
+func within[T any](ctx context.Context, c *Client, f func(context.Context) T) (T, error) {
 	var zero T
-	reply := make(chan T) // unbuffered: a send succeeds only while the caller waits
-	gaveUp := make(chan struct{})
-	if !c.spawn(func() {
-		v := f(c.bgCtx)
-		select {
-		case reply <- v:
-		case <-gaveUp:
-			if late != nil {
-				late(v)
-			}
-		}
-	}) {
+	reply := make(chan T, 1)
+	if !c.spawn(func() { reply <- f(c.bgCtx) }) {
 		return zero, rueidis.ErrClosing
 	}
 	select {
 	case v := <-reply:
 		return v, nil
 	case <-ctx.Done():
-		close(gaveUp)
 		return zero, errGaveUp
 	}
 }
@@ -602,8 +611,7 @@ func (w *waiter) leave() {
 	if w.sub != nil {
 		w.sub.Leave()
 	}
-	if queued && !w.acquired && !w.inflight {
-		// The attempt in flight, if any, withdraws the owner itself.
+	if queued && !w.acquired && !w.abandoned {
 		w.b.c.abandon(w.b, w.owner, 0, false)
 	}
 }
@@ -634,7 +642,7 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := context.Cause(h.ctx); err != nil {
+	if err := h.err(); err != nil {
 		return nil, err
 	}
 	count := h.count + 1
@@ -647,7 +655,7 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 	r, err := within(ctx, b.c, func(bg context.Context) result {
 		n, err := call.Exec(bg, b.c.rc).AsInt64()
 		return result{n, err}
-	}, nil)
+	})
 	if errors.Is(err, errGaveUp) {
 		return nil, b.wrap("lock (re-entry)", ctxErr(ctx))
 	}
@@ -667,7 +675,7 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 		return nil, err
 	}
 	if !b.c.wd.Confirm(h.entry, sent) {
-		return nil, context.Cause(h.ctx) // lost or closed meanwhile
+		return nil, h.err() // lost or closed meanwhile
 	}
 	if !time.Now().Before(h.entry.ValidUntil()) {
 		err := b.errorf(ErrLockLost, "lock (re-entry): confirmed after the hold's validity passed")
@@ -675,5 +683,5 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 		return nil, err
 	}
 	h.count = count
-	return newLease(ctx, h, false), nil
+	return newLease(ctx, h), nil
 }

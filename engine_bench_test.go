@@ -2,15 +2,21 @@ package relock_test
 
 import (
 	"context"
+	"math"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 )
 
@@ -94,4 +100,183 @@ func BenchmarkLockUnlockHeld(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkLockUnlock runs Lock+Unlock of one key by one goroutine, with a
+// Lock ctx that has a deadline (as a caller's usually has), beside the
+// mutex's two scripts alone on the same kind of client ("scripts"): the
+// engine's own cost is the difference. Besides allocs/op it reports
+// goroutine runs per operation ("runs/op": scheduling events from
+// runtime/metrics, the process's background goroutines included), the
+// issue 14 measure of goroutine wake-ups:
+//
+//	go test -run '^$' -bench 'LockUnlock$' -benchmem .
+func BenchmarkLockUnlock(b *testing.B) {
+	srv := redistest.Shared(b)
+	for _, tc := range clientModes {
+		b.Run(tc.name+"/mutex", func(b *testing.B) {
+			c := locktest.Client(b, benchClient(b, srv.Addr(), tc.opt))
+			m := mutex.New(c, b.Name())
+			lockUnlockLoop(b, func(ctx context.Context) error { return lockUnlock(ctx, m) })
+		})
+		b.Run(tc.name+"/scripts", func(b *testing.B) {
+			rc := benchClient(b, srv.Addr(), tc.opt)
+			keys := luascripts.NewKeys(relock.DefaultKeyPrefix, b.Name())
+			acquire := luascripts.AcquireCall(luascripts.MutexAcquire, keys, luascripts.Acquire{
+				Owner: "bench", LeaseMs: "15000", Wait: true, WaiterMs: "15000", Publish: "publish",
+			})
+			release := luascripts.ReleaseCall(luascripts.MutexRelease, keys, "bench", "publish", 0, "0")
+			lockUnlockLoop(b, func(ctx context.Context) error {
+				if err := acquire.Exec(ctx, rc).Error(); err != nil {
+					return err
+				}
+				return release.Exec(ctx, rc).Error()
+			})
+		})
+	}
+}
+
+// lockUnlockLoop times op, each call under a ctx with a deadline, and
+// reports runs/op (see BenchmarkLockUnlock).
+func lockUnlockLoop(b *testing.B, op func(context.Context) error) {
+	for range 100 { // warm: scripts loaded, connections dialed
+		if err := op(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	before := goroutineRuns()
+	b.ResetTimer()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := op(ctx)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(goroutineRuns()-before)/float64(b.N), "runs/op")
+}
+
+// goroutineRuns counts the times goroutines have been scheduled to run so
+// far, as the scheduler latency histogram samples them: one run in 8, so
+// compare runs/op between rows, not with a count.
+func goroutineRuns() uint64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	var n uint64
+	for _, c := range s[0].Value.Float64Histogram().Counts {
+		n += c
+	}
+	return n
+}
+
+// clientModes are the two ways a rueidis client sends a lone caller's
+// commands that the engine's tests and benchmarks compare: through its
+// pipeline goroutines (the default), or on the caller's goroutine over a
+// pooled connection (DisableAutoPipelining).
+var clientModes = []struct {
+	name string
+	opt  rueidis.ClientOption
+}{{"pipelined", rueidis.ClientOption{}}, {"DisableAutoPipelining", rueidis.ClientOption{DisableAutoPipelining: true}}}
+
+// benchClient returns a rueidis client of addr with opt, closed at the
+// end of b.
+func benchClient(b testing.TB, addr string, opt rueidis.ClientOption) rueidis.Client {
+	opt.InitAddress, opt.DisableCache = []string{addr}, true
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(rc.Close)
+	if !opt.DisableAutoPipelining {
+		// A command under a ctx that can be canceled but has no deadline
+		// starts the connection's pipeline goroutines, as a Client's
+		// renewals do: from then on every command goes through them.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if err := rc.Do(ctx, rc.B().Ping().Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return rc
+}
+
+// maxLockUnlockAllocs bounds relock's allocations per uncontended
+// Lock+Unlock (issue 14: at most 25 with the caller's own, a ctx with a
+// deadline taking 4).
+const maxLockUnlockAllocs = 20
+
+// maxPerCallAllocs bounds the allocations of an uncontended Lock+Unlock of
+// a lock made for the call (mutex.New(c, "invoice:"+id).Lock(ctx)), the
+// lock's own included: issue 14's 25, less the caller's 4.
+const maxPerCallAllocs = 21
+
+// TestLockUnlockAllocs fails when an uncontended Lock+Unlock allocates more
+// than maxLockUnlockAllocs, on a pipelined rueidis client and on one with
+// DisableAutoPipelining (BenchmarkLockUnlock measures the same), or more
+// than maxPerCallAllocs with a lock made per call.
+func TestLockUnlockAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; .ci/run runs this test without it")
+	}
+	srv := redistest.Shared(t)
+	for _, tc := range clientModes {
+		t.Run(tc.name, func(t *testing.T) {
+			c := locktest.Client(t, benchClient(t, srv.Addr(), tc.opt))
+			name := t.Name()
+			m := mutex.New(c, name)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			t.Run("per call", func(t *testing.T) {
+				allocs := leastAllocs(t, func() error {
+					// Not through lockUnlock: a Mutex put in an interface
+					// allocates, and the lock's own allocations are measured.
+					l, err := mutex.New(c, name).Lock(ctx)
+					if err != nil {
+						return err
+					}
+					return l.Unlock()
+				})
+				t.Logf("%.1f allocations per Lock+Unlock of a lock made for it", allocs)
+				if allocs > maxPerCallAllocs {
+					t.Errorf("Lock+Unlock of a lock made per call allocates %.1f times, want at most %d", allocs, maxPerCallAllocs)
+				}
+			})
+			allocs := leastAllocs(t, func() error { return lockUnlock(ctx, m) })
+			t.Logf("%.1f allocations per Lock+Unlock", allocs)
+			if allocs > maxLockUnlockAllocs {
+				t.Errorf("Lock+Unlock allocates %.1f times, want at most %d", allocs, maxLockUnlockAllocs)
+			}
+		})
+	}
+}
+
+// leastAllocs returns the least allocations per call of op over a few
+// testing.AllocsPerRun runs: it counts the whole process's allocations,
+// other tests' leftover goroutines included. It fails t if op fails.
+func leastAllocs(t *testing.T, op func() error) float64 {
+	var failed error
+	allocs := math.Inf(1)
+	for range 5 {
+		allocs = min(allocs, testing.AllocsPerRun(200, func() {
+			if err := op(); err != nil && failed == nil {
+				failed = err
+			}
+		}))
+	}
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	return allocs
+}
+
+// lockUnlock takes l under ctx and unlocks it.
+func lockUnlock(ctx context.Context, l relock.Locker) error {
+	lease, err := l.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	return lease.Unlock()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
+	"github.com/relockgo/relock/internal/faultproxy"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/mutex"
@@ -116,6 +117,89 @@ func TestLockKeepsItsDeadlineWhenRedisHangs(t *testing.T) {
 				require.NoError(t, held.Unlock())
 			})
 		}
+	}
+}
+
+// Lock heeds a ctx that is canceled, not timed out, while Redis hangs, on
+// a pipelined rueidis client and on one without auto-pipelining (whose
+// commands rueidis bounds by their deadline only).
+func TestLockHeedsCancelWhenRedisHangs(t *testing.T) {
+	srv := redistest.New(t)
+	for _, tc := range clientModes {
+		t.Run(tc.name, func(t *testing.T) {
+			c := locktest.Client(t, benchClient(t, srv.Addr(), tc.opt))
+			m := mutex.New(c, t.Name())
+			l, err := m.Lock(context.Background()) // loads the scripts
+			require.NoError(t, err)
+			require.NoError(t, l.Unlock())
+			srv.Pause(t)
+			defer srv.Resume(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			locked := make(chan error, 1)
+			go func() {
+				_, err := m.Lock(ctx)
+				locked <- err
+			}()
+			time.Sleep(300 * time.Millisecond)
+			cancel()
+			start := time.Now()
+			select {
+			case err := <-locked:
+				assert.ErrorIs(t, err, context.Canceled)
+				assert.Less(t, time.Since(start), 700*time.Millisecond, "Lock overran its ctx")
+			case <-time.After(10 * time.Second):
+				t.Fatal("Lock did not return 10s after its ctx was canceled")
+			}
+		})
+	}
+}
+
+// Lock keeps its deadline while rueidis dials again a connection that
+// broke while the Client was idle, a dial another Lock started and that
+// hangs: rueidis makes the later Lock wait for it whatever its ctx, so
+// after an idle second the engine does not trust the connection. (Trusting
+// it until a call failed, the later Lock waited out the dial's 5s.)
+func TestLockKeepsItsDeadlineWhileRedialing(t *testing.T) {
+	srv := redistest.Shared(t)
+	proxy, err := faultproxy.Start(srv.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	c := locktest.Client(t, benchClient(t, proxy.Addr(), rueidis.ClientOption{}))
+	m := mutex.New(c, t.Name()) // one name: one connection of rueidis's (one per key slot)
+	for round := range 3 {
+		// A ctx that can be canceled and has no deadline starts the
+		// pipeline goroutines of the lock's connection: its reader sees
+		// the drop, and the next call dials again at once.
+		started, cancel := context.WithCancel(context.Background())
+		l, err := m.Lock(started)
+		cancel()
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock())
+
+		time.Sleep(1500 * time.Millisecond) // idle
+		proxy.Blackhole()                   // a dial connects, and its handshake gets no answer
+		proxy.DropAll()
+		time.Sleep(100 * time.Millisecond) // rueidis's reader sees the drop
+		dialer, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		dialed := make(chan struct{})
+		go func() {
+			defer close(dialed)
+			m.Lock(dialer) //nolint:errcheck // only starts the dial
+		}()
+		time.Sleep(100 * time.Millisecond)
+
+		const deadline = 300 * time.Millisecond
+		ctx, cancel2 := context.WithTimeout(context.Background(), deadline)
+		start := time.Now()
+		_, err = m.Lock(ctx)
+		took := time.Since(start)
+		cancel2()
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "round %d", round)
+		assert.Less(t, took, deadline+700*time.Millisecond, "round %d: Lock overran its ctx waiting for another's dial", round)
+		cancel()
+		proxy.Heal()
+		<-dialed
 	}
 }
 

@@ -18,10 +18,10 @@ type hold struct {
 	owner string
 	token int64
 	entry *watchdog.Entry
-	since time.Time       // when the grant was sent
-	ctx   context.Context // done when the hold ends; its cause says why
-	end   context.CancelCauseFunc
-	ended atomic.Bool // stop ran
+	since time.Time // when the grant was sent
+	first *Lease    // the Lock's own lease; its Context carries the hold
+
+	ended atomic.Bool // stop ran: the hold owns nothing any more
 
 	// mu serializes the hold's re-entries and releases, and is held across
 	// their round trip: the hold count they name must reach Redis in the
@@ -29,10 +29,12 @@ type hold struct {
 	mu    sync.Mutex
 	count int // guarded by mu: leases not yet unlocked
 
-	// lmu guards leases; it is never held across I/O, and stop takes it
-	// with or without mu held.
-	lmu    sync.Mutex
-	leases map[*Lease]struct{} // leases not unlocked; nil once the hold ended
+	// lmu guards what follows; it is never held across I/O, and stop takes
+	// it with or without mu held.
+	lmu     sync.Mutex
+	cause   error               // why the hold ended; nil while it lasts
+	endedCh chan struct{}       // closed by stop; made only for a caller that waits
+	leases  map[*Lease]struct{} // re-entries' leases not unlocked; made on the first
 }
 
 // grant makes the hold and first lease of owner, which acquired the lock
@@ -43,8 +45,13 @@ type hold struct {
 // the background), so that Lock never hands out a lease that is not
 // certainly held.
 func (b *binding) grant(ctx context.Context, owner string, token int64, sent time.Time) (*Lease, error) {
-	h := &hold{b: b, owner: owner, token: token, since: sent, count: 1, leases: map[*Lease]struct{}{}}
-	h.ctx, h.end = context.WithCancelCause(context.Background())
+	h := &hold{b: b, owner: owner, token: token, since: sent, count: 1}
+	l := &Lease{h: h, first: true}
+	// The first lease's Context is the hold's: it carries the hold down the
+	// call chain and ends with it, or with the lease's Unlock before the
+	// re-entries' (no Context of its own, no goroutine to end it).
+	l.ctx, l.cancel = context.WithCancelCause(withHold(context.WithoutCancel(ctx), ctx, h))
+	h.first = l
 	lost := func(why error) { h.stop(b.errorf(ErrLockLost, "%v", why), nil) }
 	if b.multi != nil {
 		h.entry = b.multi.entry(b, owner, token, sent, lost)
@@ -54,6 +61,7 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent tim
 	if !time.Now().Before(h.entry.ValidUntil()) {
 		// The reply took longer than the lease: another owner may hold
 		// the lock already. Ours is released behind it (owner-checked).
+		l.cancel(context.Canceled)
 		b.c.abandon(b, owner, 0, false)
 		return nil, nil
 	}
@@ -61,6 +69,7 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent tim
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		l.cancel(context.Canceled)
 		c.abandon(b, owner, 0, false)
 		return nil, b.errorf(ErrClosed, "lock: the Client closed while acquiring")
 	}
@@ -70,7 +79,7 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent tim
 		// Close came between: it ends and releases h.
 		return nil, b.errorf(ErrClosed, "lock: the Client closed while acquiring")
 	}
-	return newLease(ctx, h, true), nil
+	return l, nil
 }
 
 // stop ends the hold with cause: context.Canceled after its last Unlock
@@ -78,19 +87,26 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent tim
 // watchdog stops keeping it and Close stops tracking it. It does not touch
 // Redis. Calls after the first do nothing.
 func (h *hold) stop(cause, released error) {
-	if !h.ended.CompareAndSwap(false, true) {
+	h.lmu.Lock()
+	if h.cause != nil {
+		h.lmu.Unlock()
 		return
 	}
+	h.cause = cause
+	h.ended.Store(true)
+	leases := h.leases
+	h.leases = nil
+	if h.endedCh != nil {
+		close(h.endedCh)
+	}
+	h.lmu.Unlock()
 	c := h.b.c
 	c.wd.Remove(h.entry)
 	c.forget(h)
-	h.end(cause)
 	// Every lease's Context is done before stop returns: a caller told of
-	// the loss (Unlock, Extend, a re-entry) finds it so at once.
-	h.lmu.Lock()
-	leases := h.leases
-	h.leases = nil
-	h.lmu.Unlock()
+	// the loss (Unlock, Extend, a re-entry) finds it so at once. A lease
+	// unlocked already keeps its cause (a second cancel does nothing).
+	h.first.cancel(cause)
 	for l := range leases {
 		l.cancel(cause)
 	}
@@ -101,6 +117,29 @@ func (h *hold) stop(cause, released error) {
 			o.Lost(Lost{Kind: h.b.kind(), Name: h.b.name, Held: time.Since(h.since), Cause: cause})
 		}
 	}
+}
+
+// err returns why the hold ended (see stop), or nil while it lasts.
+func (h *hold) err() error {
+	h.lmu.Lock()
+	defer h.lmu.Unlock()
+	return h.cause
+}
+
+// wait waits until the hold has ended and returns why.
+func (h *hold) wait() error {
+	h.lmu.Lock()
+	if h.cause != nil {
+		h.lmu.Unlock()
+		return h.cause
+	}
+	if h.endedCh == nil {
+		h.endedCh = make(chan struct{})
+	}
+	ch := h.endedCh
+	h.lmu.Unlock()
+	<-ch
+	return h.err()
 }
 
 // forget drops h from the holds Close releases.
@@ -127,15 +166,17 @@ type chain struct {
 // carries, if any. A hold that ended (unlocked, lost) owns nothing any more.
 func heldBy(ctx context.Context, c *Client, key, mode string) *hold {
 	for ch, _ := ctx.Value(ownerKey{}).(*chain); ch != nil; ch = ch.next {
-		if b := ch.h.b; b.c == c && b.keys.Lock == key && b.spec.Mode == mode && ch.h.ctx.Err() == nil {
+		if b := ch.h.b; b.c == c && b.keys.Lock == key && b.spec.Mode == mode && !ch.h.ended.Load() {
 			return ch.h
 		}
 	}
 	return nil
 }
 
-// withHold returns ctx carrying h as well.
-func withHold(ctx context.Context, h *hold) context.Context {
-	next, _ := ctx.Value(ownerKey{}).(*chain)
+// withHold returns ctx carrying h as well as the holds of from, whose
+// values ctx has. (Looking them up in from, not in a context.WithoutCancel
+// of it, spares an allocation.)
+func withHold(ctx, from context.Context, h *hold) context.Context {
+	next, _ := from.Value(ownerKey{}).(*chain)
 	return context.WithValue(ctx, ownerKey{}, &chain{h: h, next: next})
 }

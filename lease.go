@@ -22,25 +22,23 @@ type Lease struct {
 	unlocked bool // guarded by h.mu
 }
 
-// newLease returns a lease of h whose Context carries lockCtx's values; the
-// first lease of a hold adds the hold to them, and its re-entries inherit
-// it through lockCtx. The lease's Context ends when it is unlocked or the
-// hold ends (hold.stop cancels it), whichever is first.
-func newLease(lockCtx context.Context, h *hold, first bool) *Lease {
-	ctx := context.WithoutCancel(lockCtx)
-	if first {
-		ctx = withHold(ctx, h)
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	l := &Lease{h: h, ctx: ctx, cancel: cancel, first: first}
+// newLease returns a re-entry's lease of h, whose Context carries
+// lockCtx's values (the hold among them) and ends when the lease is
+// unlocked or the hold ends (hold.stop cancels it), whichever is first.
+// The first lease of a hold is grant's.
+func newLease(lockCtx context.Context, h *hold) *Lease {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(lockCtx))
+	l := &Lease{h: h, ctx: ctx, cancel: cancel}
 	h.lmu.Lock()
-	if h.leases == nil { // the hold ended meanwhile
-		h.lmu.Unlock()
-		cancel(context.Cause(h.ctx))
+	defer h.lmu.Unlock()
+	if h.cause != nil { // the hold ended meanwhile
+		cancel(h.cause)
 		return l
 	}
+	if h.leases == nil {
+		h.leases = map[*Lease]struct{}{}
+	}
 	h.leases[l] = struct{}{}
-	h.lmu.Unlock()
 	return l
 }
 
@@ -96,11 +94,11 @@ func (l *Lease) Unlock() error {
 	defer func() {
 		h.lmu.Lock()
 		delete(h.leases, l)
-		h.lmu.Unlock()
 		cause := context.Canceled
-		if c := context.Cause(h.ctx); c != nil && c != context.Canceled {
+		if c := h.cause; c != nil && c != context.Canceled {
 			cause = c // the hold was lost or closed: its Context says so
 		}
+		h.lmu.Unlock()
 		l.cancel(cause)
 	}()
 	return h.unlock()
@@ -134,7 +132,7 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if l.unlocked {
 		return b.errorf(ErrNotHeld, "extend")
 	}
-	if cause := context.Cause(h.ctx); cause != nil {
+	if cause := h.err(); cause != nil {
 		return cause
 	}
 	sent := time.Now()
@@ -147,7 +145,7 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 		h.stop(err, nil)
 		return err
 	case !b.c.wd.Extend(h.entry, sent, d):
-		return context.Cause(h.ctx) // lost or closed meanwhile
+		return h.err() // lost or closed meanwhile
 	}
 	return nil
 }

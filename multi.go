@@ -283,7 +283,7 @@ func fan(ctx context.Context, nodes []*binding, d time.Duration, call func(conte
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, d)
 			defer cancel()
-			ok[i], _ = within(nctx, n.c, func(bg context.Context) bool { return call(bg, n) }, nil)
+			ok[i], _ = within(nctx, n.c, func(bg context.Context) bool { return call(bg, n) })
 		})
 	}
 	wg.Wait()
@@ -360,7 +360,7 @@ func (m *multi) renew(ctx context.Context, owner string, token int64, ms string)
 				call := luascripts.RedlockRenewCall(n.keys, owner, ms, token)
 				v, err := call.Exec(bg, n.c.rc).AsInt64()
 				return answer{v == luascripts.Held, err}
-			}, nil)
+			})
 			if err != nil {
 				a.err = err
 			}

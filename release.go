@@ -31,7 +31,7 @@ const abandonTimeout = 2 * time.Second
 func (h *hold) unlock() error {
 	h.count--
 	last := h.count == 0
-	if cause := context.Cause(h.ctx); cause != nil {
+	if cause := h.err(); cause != nil {
 		// The hold ended before this Unlock: it was lost or Close released
 		// it. A lease that ended on the local clock may still be ours in
 		// Redis (the renewals were cut off, not refused): the last Unlock
@@ -44,8 +44,7 @@ func (h *hold) unlock() error {
 	if last && !h.b.c.wd.Remove(h.entry) {
 		// The watchdog has just found the lease lost and is ending the
 		// hold, or Close is: wait for the cause, then as above.
-		<-h.ctx.Done()
-		cause := context.Cause(h.ctx)
+		cause := h.wait()
 		if !errors.Is(cause, ErrClosed) {
 			h.b.release(h.owner, 0)
 		}
@@ -86,23 +85,46 @@ func (b *binding) release(owner string, count int) (held bool, err error) {
 // releaseWith is release on one master, recording owner as gone if gone is
 // set.
 func (b *binding) releaseWith(owner string, count int, gone bool) (held bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
+	ctx := b.c.releaseCtx()
 	call := b.releaseCall(owner, count, gone)
 	unanswered := false // an earlier attempt may have been applied
 	for bo := newBackoff(); ; {
 		n, err := call.Exec(ctx, b.c.rc).AsInt64()
 		switch {
 		case err == nil:
+			b.c.answered()
 			return n == luascripts.Held || unanswered, nil
 		case isRedisErr(err) || ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing):
 			return false, b.wrap("release (the lock expires after its lease)", err)
 		}
 		unanswered = unanswered || !neverSent(err)
+		b.c.suspect()
 		if !bo.Sleep(ctx) {
 			return false, b.wrap("release (the lock expires after its lease)", err)
 		}
 	}
+}
+
+// releaseCtx returns a context that ends between releaseTimeout and a
+// second less from now: the releases of one second share it, so that an
+// Unlock allocates no timer of its own.
+func (c *Client) releaseCtx() context.Context {
+	now := time.Now()
+	if d := c.releases.Load(); d != nil && now.Sub(d.made) < time.Second {
+		return d.ctx
+	}
+	// The context is not canceled when replaced — releases may be using it
+	// still — but ends at its deadline, or when Close cancels the last.
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(releaseTimeout))
+	c.releases.Store(&sharedDeadline{ctx: ctx, cancel: cancel, made: now})
+	return ctx
+}
+
+// sharedDeadline is a context with a deadline, made at made.
+type sharedDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	made   time.Time
 }
 
 // extend renews owner's hold for at least d from now and reports whether
@@ -120,7 +142,7 @@ func (b *binding) extend(ctx context.Context, owner string, token int64, d time.
 	r, err := within(ctx, b.c, func(bg context.Context) result {
 		n, err := call.Exec(bg, b.c.rc).AsInt64()
 		return result{n, err}
-	}, nil)
+	})
 	if err != nil {
 		return false, join(err, ctx.Err())
 	}
@@ -169,7 +191,10 @@ func (c *Client) cleanup(b *binding, owner string, count int, gone bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
 	if err := b.releaseCall(owner, count, gone).Exec(ctx, c.rc).Error(); err != nil && !errors.Is(err, rueidis.ErrClosing) {
-		c.log.Warn("relock: best-effort release failed; it expires on its own", "lock", b.short, "err", err)
+		if !isRedisErr(err) {
+			c.suspect()
+		}
+		c.log.Warn("relock: best-effort release failed; it expires on its own", "lock", b.short(), "err", err)
 	}
 }
 
@@ -196,7 +221,7 @@ func (c *Client) releaseAll(holds []*hold) {
 	defer cancel()
 	for i, r := range luascripts.ExecMulti(ctx, c.rc, calls...) {
 		if err := r.Error(); err != nil {
-			c.log.Warn("relock: release at Close failed; the lock expires after its lease", "lock", holds[i].b.short, "err", err)
+			c.log.Warn("relock: release at Close failed; the lock expires after its lease", "lock", holds[i].b.short(), "err", err)
 		}
 	}
 }

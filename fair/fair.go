@@ -4,8 +4,10 @@
 // The lock is a reentrant lock (a Redis hash of owner → hold count; see
 // package reentrant: the call chain that holds it may take it again) plus a
 // queue of waiting owners (a list) and their deadlines (a sorted set scored
-// by the server's clock, never the client's). A release wakes only the
-// first waiter, by name; TryLock never jumps the queue.
+// by the server's clock, never the client's). A release hands the lock to
+// the first waiter in the same script and wakes it, by name (a direct
+// handoff: no other waiter retries, and nobody can take the lock between
+// the release and the waiter); TryLock never jumps the queue.
 //
 // # Waiters that die or give up
 //
@@ -15,7 +17,10 @@
 // lost Redis — is purged once its deadline passes (relock.WithWaiterTimeout,
 // 5s by default), and the next live waiter gets the lock; until then the
 // waiters behind it wait. A waiter whose ctx ends withdraws at once and, if
-// it was first and the lock is free, wakes the next.
+// it was first and the lock is free, wakes the next. A waiter that was
+// handed the lock holds it for no longer than its waiter timeout until its
+// Lock takes the grant up: one that died meanwhile holds it no longer, and
+// one whose ctx ended releases it to the next.
 //
 // # Safety model
 //
