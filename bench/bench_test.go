@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +52,7 @@ func testRedis(tb testing.TB) string {
 // BenchmarkLockUnlock is relock's uncontended Lock+Unlock: one goroutine,
 // one Mutex value reused, two round trips per operation.
 func BenchmarkLockUnlock(b *testing.B) {
-	c, closeAll, err := newRelock(testRedis(b), nil)
+	c, closeAll, err := newRelock(rueidisOption(testRedis(b), false), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 // BenchmarkTryLockHeld is relock's TryLock of a mutex another owner holds:
 // one round trip that fails with ErrNotAcquired.
 func BenchmarkTryLockHeld(b *testing.B) {
-	c, closeAll, err := newRelock(testRedis(b), nil)
+	c, closeAll, err := newRelock(rueidisOption(testRedis(b), false), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,11 +136,37 @@ func TestSmoke(t *testing.T) {
 		if u.Err != "" || u.N == 0 {
 			t.Errorf("uncontended %s: %d samples, error %q", u.ID, u.N, u.Err)
 		}
+		// A Lock+Unlock blocks on two replies: goroutines run.
+		if u.Runs <= 0 {
+			t.Errorf("uncontended %s: %.2f goroutine runs/op", u.ID, u.Runs)
+		}
+		if !u.Server.UsecKnown || u.Server.ScriptsOp == 0 && u.Client == clientRueidis {
+			t.Errorf("uncontended %s: Redis µs known %v, %.2f scripts/op", u.ID, u.Server.UsecKnown, u.Server.ScriptsOp)
+		}
+	}
+	if clientFloor(&res, clientRueidisNoPipe) == 0 {
+		t.Errorf("no PING floor through %s", clientRueidisNoPipe)
+	}
+	// The pipelined PING wakes the pipeline's writer and reader goroutines
+	// besides the caller; the synchronous one only the caller.
+	var runs [2]float64
+	for i, name := range []string{floorPipelined, floorSync} {
+		for _, f := range res.Floor {
+			if f.Client == name {
+				runs[i] = f.Runs
+			}
+		}
+	}
+	if runs[0] <= runs[1] {
+		t.Errorf("PING: %.2f goroutine runs/op pipelined, %.2f synchronous: one path not taken", runs[0], runs[1])
 	}
 	for _, d := range res.Distinct {
 		if d.Err != "" || d.Ops == 0 {
 			t.Errorf("distinct %s: %d ops, error %q", d.ID, d.Ops, d.Err)
 		}
+	}
+	if distinct(&res, "relock-nopipe") == nil {
+		t.Error("no distinct-keys row for relock on DisableAutoPipelining")
 	}
 	wantHot := len(librariesIn(inHotKey)) * len(smokePlan().holds)
 	if len(res.HotKey) != wantHot {
@@ -149,10 +176,52 @@ func TestSmoke(t *testing.T) {
 		if h.Err != "" || h.Acquisitions == 0 || len(h.PerWorker) != 32 {
 			t.Errorf("hot key %s hold %v: %d acquisitions by %d waiters, error %q", h.ID, h.Hold, h.Acquisitions, len(h.PerWorker), h.Err)
 		}
+		if h.ID == "relock-rwlock-mix" && (h.Reads == 0 || h.Writes == 0 || h.Reads+h.Writes != h.Acquisitions) {
+			t.Errorf("hot key %s hold %v: %d reads + %d writes of %d acquisitions", h.ID, h.Hold, h.Reads, h.Writes, h.Acquisitions)
+		}
+		if h.ID == "relock-fair" && h.FIFOViolations < 0 {
+			t.Errorf("hot key %s hold %v: FIFO violations not counted", h.ID, h.Hold)
+		}
 	}
-	for _, k := range res.Watchdog {
+	sp := smokePlan()
+	if want := len(librariesIn(inSpread)); len(res.Spread) != want {
+		t.Errorf("%d spread rows, want %d", len(res.Spread), want)
+	}
+	for _, h := range res.Spread {
+		if h.Err != "" || h.Acquisitions == 0 || h.Processes != sp.spreadProcs || len(h.PerWorker) != sp.spreadProcs*sp.spreadWorkers {
+			t.Errorf("spread %s: %d acquisitions by %d waiters in %d processes, error %q", h.ID, h.Acquisitions, len(h.PerWorker), h.Processes, h.Err)
+		}
+	}
+	if want := len(librariesIn(inWaiters)) * len(sp.waiters); len(res.Waiters) != want {
+		t.Errorf("%d waiters rows, want %d", len(res.Waiters), want)
+	}
+	for _, h := range res.Waiters {
+		if h.Err != "" || h.Acquisitions == 0 || len(h.PerWorker) != h.Workers || h.Server.ScriptsOp < 2 {
+			t.Errorf("waiters %s × %d: %d acquisitions by %d waiters, %.2f EVALSHA/handoff, error %q", h.ID, h.Workers, h.Acquisitions, len(h.PerWorker), h.Server.ScriptsOp, h.Err)
+		}
+	}
+	for _, k := range append(res.Watchdog, res.WatchdogScale...) {
 		if k.Renews && (k.Err != "" || k.Acquired != k.Leases || k.Lost != 0) {
 			t.Errorf("watchdog %s: %d of %d leases, %d lost, error %q", k.ID, k.Acquired, k.Leases, k.Lost, k.Err)
+		}
+	}
+	for _, k := range res.Watchdog {
+		if k.Renews && (k.Lease != watchdogTimeout || k.RenewEvery != watchdogTimeout/3) {
+			t.Errorf("watchdog %s: lease %v renewed every %v, want the comparison's %v every %v", k.ID, k.Lease, k.RenewEvery, watchdogTimeout, watchdogTimeout/3)
+		}
+	}
+	scale := watchdogScale(&res)
+	if len(scale) != len(sp.scaleLeases) {
+		t.Errorf("%d rows of relock's watchdog at scale, want %d", len(scale), len(sp.scaleLeases))
+	}
+	for _, k := range scale {
+		if k.Lease != relock.DefaultWatchdogTimeout || k.RenewEvery != relock.DefaultWatchdogTimeout/3 {
+			t.Errorf("watchdog relock at scale, %d leases: lease %v renewed every %v, want relock's default %v every %v",
+				k.Leases, k.Lease, k.RenewEvery, relock.DefaultWatchdogTimeout, relock.DefaultWatchdogTimeout/3)
+		}
+		if k.LockUnlockIdle <= 0 || k.LockUnlockHeld <= 0 || k.HeapPerLease <= 0 || k.RenewEvery <= 0 {
+			t.Errorf("watchdog relock, %d leases: Lock+Unlock/s %.0f none held, %.0f held; %.0f B/lease; renewed every %v",
+				k.Leases, k.LockUnlockIdle, k.LockUnlockHeld, k.HeapPerLease, k.RenewEvery)
 		}
 	}
 	if rp := res.Replica; rp == nil || rp.Err != "" || rp.Floor.N == 0 || len(rp.Uncontended) != len(replicaLibraries) {
@@ -177,10 +246,15 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets", "## 6. Watchdog cost", "## 8. Replica acknowledgement", "Smoke run", "handoffs.png"} {
+	for _, want := range []string{"## Targets", "| # | target | wanted | measured | |", "goroutine runs/op", "client I/O", "FIFO violations",
+		"### Hot key, zero hold, 32 waiters in 16 processes of 2", "## 5b. Waiters at scale", "EVALSHA/handoff", "### relock's watchdog at scale", "I/O path of the PING", floorPipelined, "lease (renewed every)",
+		"## 6. Watchdog cost", "## 8. Replica acknowledgement", "Smoke run", "handoffs.png"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
+	}
+	if n := strings.Count(string(report), "| PASS |") + strings.Count(string(report), "| **MISS** |"); n < 2*len(res.Targets) {
+		t.Errorf("report.md gives %d verdicts for %d targets (each in two tables)", n, len(res.Targets))
 	}
 	if err := ping(res.Meta.RedisAddr); err == nil {
 		t.Errorf("the redis-server at %s still answers after the run", res.Meta.RedisAddr)
@@ -241,4 +315,120 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestOvertakes checks the FIFO count: a grant overtakes only a waiter that
+// began at least the tolerance earlier and was still waiting.
+func TestOvertakes(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	open := int64(math.MaxInt64)
+	for _, c := range []struct {
+		name  string
+		spans []waitSpan
+		want  int64
+	}{
+		{"in order", []waitSpan{{0, 10 * ms}, {1 * ms, 20 * ms}, {8 * ms, 30 * ms}}, 0},
+		{"overtaken", []waitSpan{{0, 30 * ms}, {10 * ms, 20 * ms}}, 1},
+		{"within the tolerance", []waitSpan{{0, 30 * ms}, {4 * ms, 20 * ms}}, 0},
+		{"already granted", []waitSpan{{0, 10 * ms}, {20 * ms, 30 * ms}}, 0},
+		{"behind an open wait", []waitSpan{{0, open}, {10 * ms, 20 * ms}, {15 * ms, 25 * ms}}, 2},
+		{"one grant, two overtaken", []waitSpan{{0, 40 * ms}, {1 * ms, 50 * ms}, {10 * ms, 20 * ms}}, 1},
+	} {
+		if got := overtakes(c.spans, 5*time.Millisecond); got != c.want {
+			t.Errorf("%s: %d overtakes, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestCostCountsScriptsOnce checks that Redis time counts a script's
+// commands once, in its EVALSHA, and the commands a client sent itself.
+func TestCostCountsScriptsOnce(t *testing.T) {
+	d := serverDelta{
+		commands: 6,
+		calls:    map[string]int64{"evalsha": 2, "get": 2, "set": 2},
+		usec:     map[string]int64{"evalsha": 30, "get": 4, "set": 6},
+	}
+	// The scripts ran GET and SET: only EVALSHA's time counts.
+	if c := d.cost(2, map[string]int64{"evalsha": 2}); c.Usec != 30 || c.Scripts != 2 || c.ScriptsOp != 1 {
+		t.Errorf("scripts only: usec %d, scripts %d (%.1f/op); want 30, 2 (1/op)", c.Usec, c.Scripts, c.ScriptsOp)
+	}
+	// The client sent one of the two SETs itself: half of SET's time counts.
+	if c := d.cost(2, map[string]int64{"evalsha": 2, "set": 1}); c.Usec != 33 {
+		t.Errorf("one SET sent: usec %d, want 33", c.Usec)
+	}
+	if c := d.cost(2, nil); c.UsecKnown {
+		t.Error("usec known without the client's counts")
+	}
+}
+
+// TestSentCommands checks the count by name, as INFO spells it.
+func TestSentCommands(t *testing.T) {
+	s := newSentCommands()
+	before := s.snapshot()
+	s.add("EVALSHA")
+	s.add("evalsha")
+	s.add("SET")
+	got := sentSince(before, s.snapshot())
+	if got["evalsha"] != 2 || got["set"] != 1 || len(got) != 2 {
+		t.Errorf("sent %v, want evalsha 2, set 1", got)
+	}
+	var none *sentCommands
+	none.add("GET")
+	if none.snapshot() != nil {
+		t.Error("a nil sentCommands counted")
+	}
+}
+
+// TestHotShape checks that a shape's processes split its waiters.
+func TestHotShape(t *testing.T) {
+	s := hotShape{procs: 4, waiters: 10}
+	total := 0
+	for i := range s.procs {
+		if got := s.firstID(i); got != total {
+			t.Errorf("process %d: first waiter %d, want %d", i, got, total)
+		}
+		total += s.workers(i)
+	}
+	if total != 10 || s.workers(0) != 3 || s.workers(3) != 2 {
+		t.Errorf("10 waiters in 4 processes: %d in all, %d in the first, %d in the last", total, s.workers(0), s.workers(3))
+	}
+}
+
+// TestTargetTolerances checks how targets 1 and 2 are judged: goroutine
+// runs within the sampling tolerance pass, and the DisableAutoPipelining
+// row is compared with the pipelined PING, not the synchronous one.
+func TestTargetTolerances(t *testing.T) {
+	find := func(ts []Target, lib, short string) Target {
+		t.Helper()
+		for _, tg := range ts {
+			if tg.Lib == lib && strings.HasPrefix(tg.Short, short) {
+				return tg
+			}
+		}
+		t.Fatalf("no target %q of %s", short, lib)
+		return Target{}
+	}
+	res := func(runs float64) *Results {
+		return &Results{
+			Floor: []FloorRow{{Client: floorPipelined, N: 1, P50: 60 * time.Microsecond}, {Client: floorSync, N: 1, P50: 40 * time.Microsecond}},
+			Uncontended: []LatencyRow{
+				{Lib: Lib{ID: "relock"}, N: 1, P50: time.Millisecond, Runs: runs},
+				{Lib: Lib{ID: "relock-scripts"}, N: 1, P50: time.Millisecond, Runs: 2},
+				{Lib: Lib{ID: "relock-nopipe"}, N: 1, P50: 90 * time.Microsecond},
+			},
+		}
+	}
+	for _, c := range []struct {
+		runs float64
+		pass bool
+	}{{2, true}, {2.08, true}, {2.12, false}} {
+		tg := find(evaluate(res(c.runs)), "relock", "goroutine runs")
+		if tg.Pass != c.pass || !strings.Contains(tg.Want, "±5%") {
+			t.Errorf("runs %.2f vs 2: pass %v (want %v), wanted %q", c.runs, tg.Pass, c.pass, tg.Want)
+		}
+	}
+	// 90 µs is 1.5× the pipelined PING, 2.25× the synchronous one.
+	if tg := find(evaluate(res(2)), "relock-nopipe", "DisableAutoPipelining"); !tg.Pass || tg.Ratio != 1.5 {
+		t.Errorf("DisableAutoPipelining: pass %v at %.2f×, want a pass at 1.50× the pipelined PING", tg.Pass, tg.Ratio)
+	}
 }

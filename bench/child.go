@@ -41,6 +41,11 @@ type childSpec struct {
 	Idle   time.Duration `json:"idle,omitempty"`
 	Settle time.Duration `json:"settle,omitempty"`
 	Window time.Duration `json:"window,omitempty"`
+	Lease  time.Duration `json:"lease,omitempty"` // of every lease held, renewed every renewEvery(Lease)
+	// Loop and HeldLoop are how long Lock+Unlock is timed before taking
+	// the leases and while holding them; 0: not timed.
+	Loop     time.Duration `json:"loop,omitempty"`
+	HeldLoop time.Duration `json:"held_loop,omitempty"`
 }
 
 // childResult is the last line a child prints.

@@ -25,9 +25,18 @@ type locker interface {
 
 // A keeper holds leases that its library renews on its own, for the watchdog
 // scenario. Hold waits at most holdWait; lost is closed when the library
-// signals that the lease is gone (it is also closed by release).
+// signals that the lease is gone (it is also closed by release). Its Lock
+// is the library's Lock+Unlock, timed beside the leases it holds.
 type keeper interface {
+	locker
 	Hold(ctx context.Context, key string) (lost <-chan struct{}, release func() error, err error)
+}
+
+// A modeLocker is a locker that takes either a read or a write lock, and
+// says which (relock's read-write lock, mixed).
+type modeLocker interface {
+	locker
+	LockMode(ctx context.Context, key string) (unlock func() error, read bool, err error)
 }
 
 // holdWait bounds a keeper's wait for one lease.
@@ -40,6 +49,8 @@ const (
 	inUncontended scenarios = 1 << iota
 	inDistinct
 	inHotKey
+	inSpread  // the hot key with 32 waiters in 16 processes
+	inWaiters // the hot key with 1 to 1,000 waiters
 )
 
 // A library is one row of the tables: a lock library in one configuration.
@@ -50,12 +61,13 @@ type library struct {
 	// holder switches mean nothing.
 	overlaps bool
 	// open connects to the Redis at addr and returns the locker and what
-	// closes everything open opened.
-	open func(addr string) (locker, func(), error)
+	// closes everything open opened. Its clients count the commands they
+	// send into sent, unless nil.
+	open func(addr string, sent *sentCommands) (locker, func(), error)
 	// keep, when the library renews leases itself, opens a keeper for the
-	// watchdog scenario with a 3s lease renewed every second, and the
-	// counter of its client's round trips.
-	keep func(addr string) (keeper, *roundtrip.Counter, func(), error)
+	// watchdog scenario whose leases last lease and are renewed every
+	// renewEvery(lease), and the counter of its client's round trips.
+	keep func(addr string, lease time.Duration) (keeper, *roundtrip.Counter, func(), error)
 	// noKeep says why a library without keep has no watchdog row.
 	noKeep string
 }
@@ -63,12 +75,13 @@ type library struct {
 // libraries are the rows, relock's first. Each library runs at its
 // documented defaults; a "tuned" row uses the retry options it offers.
 var libraries = []*library{
-	relockLibrary("relock", "relock mutex", "mutex.New; wake-up driven, no retry knobs", "relock mutex", inUncontended|inDistinct|inHotKey, relockMutex),
-	relockLibrary("relock-reentrant", "relock reentrant", "reentrant.New", "relock reentrant", inUncontended|inDistinct|inHotKey, relockReentrant),
-	relockLibrary("relock-fair", "relock fair", "fair.New (FIFO queue)", "relock fair", inUncontended|inDistinct|inHotKey, relockFair),
+	relockLibrary("relock", "relock mutex", "mutex.New; wake-up driven, no retry knobs", "relock mutex", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockMutex),
+	relockLibrary("relock-reentrant", "relock reentrant", "reentrant.New", "relock reentrant", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockReentrant),
+	relockLibrary("relock-fair", "relock fair", "fair.New (FIFO queue)", "relock fair", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockFair),
 	relockLibrary("relock-rwlock-write", "relock rwlock", "rwlock.New, write lock", "relock rwlock (write)", inUncontended|inDistinct, relockRWWrite),
 	relockScripts(),
-	relockLibrary("relock-rwlock-mix", "relock rwlock", "rwlock.New, 90% RLock, 10% Lock", "relock rwlock 90/10", inHotKey, relockRWMix),
+	relockNoPipelining(),
+	relockRWMix(),
 	redsyncLibrary("redsync", "default: 32 tries 50–250 ms apart, expiry 8 s", "redsync default", inUncontended|inDistinct|inHotKey, nil),
 	redsyncLibrary("redsync-tuned", "tuned: WithRetryDelay(5 ms), tries until ctx ends", "redsync tuned 5 ms", inHotKey, redsyncTuned),
 	bsmLibrary("bsm", "default: one try (no RetryStrategy), TTL 8 s", "bsm default", inUncontended|inDistinct|inHotKey, nil),
@@ -76,6 +89,26 @@ var libraries = []*library{
 	bsmLibrary("bsm-exp", "tuned: ExponentialBackoff(16 ms, 256 ms)", "bsm exp 16–256 ms", inHotKey, bsmExponential),
 	rueidislockLibrary("rueidislock", "default: majority of 3 keys, validity 5 s", "rueidislock default", inUncontended|inDistinct|inHotKey, false),
 	rueidislockLibrary("rueidislock-1key", "tuned: KeyMajority 1, NoLoopTracking", "rueidislock 1 key", inUncontended|inDistinct|inHotKey, true),
+}
+
+// The Redis clients of the rows, as the floor rows and Lib.Client name them.
+const (
+	clientRueidis       = "rueidis"
+	clientRueidisNoPipe = "rueidis, DisableAutoPipelining"
+	clientGoRedis       = "go-redis"
+)
+
+// ioMode says how a row's client does its I/O.
+func ioMode(client string) string {
+	switch client {
+	case clientRueidis:
+		return "rueidis auto-pipelining"
+	case clientRueidisNoPipe:
+		return "rueidis DisableAutoPipelining"
+	case clientGoRedis:
+		return "go-redis connection pool"
+	}
+	return client
 }
 
 // libraryByID returns the library with id.

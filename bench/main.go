@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock"
 )
 
 func main() {
@@ -78,18 +80,34 @@ type plan struct {
 	uncontended, distinct, hotKey time.Duration // per row; scenario 1 runs as long as 2
 	distinctGoroutines            int
 	hotKeyProcs, hotKeyWorkers    int // waiters: procs × workers
+	spreadProcs, spreadWorkers    int // the same waiters in more processes, zero hold, hotKey long
 	holds                         []time.Duration
-	leases                        int // watchdog scenario
-	idle, settle, window          time.Duration
-	maxSamples                    int // per row, bounds memory
+	waiters                       []int         // waiters at scale: one row per number, zero hold
+	waitersRow                    time.Duration // per waiters-at-scale row
+	leases                        int           // watchdog comparison, every library, at watchdogTimeout
+	scaleLeases                   []int         // watchdog at scale, relock alone, at relock.DefaultWatchdogTimeout
+	idle, settle, window          time.Duration // window: the comparison's rows
+	scaleWindow                   time.Duration // the rows at scale
+	lockLoop                      time.Duration // at scale: relock's Lock+Unlock timed before taking the leases
+	heldLoop                      time.Duration // at scale: relock's Lock+Unlock timed while holding them
+	maxSamples                    int           // per row, bounds memory
 }
 
 func fullPlan() plan {
 	return plan{
 		uncontended: 3 * time.Second, distinct: 3 * time.Second, hotKey: 5 * time.Second,
-		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16,
-		holds:  []time.Duration{0, time.Millisecond},
-		leases: 10_000, idle: 5 * time.Second, settle: 2 * time.Second, window: time.Minute,
+		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16, spreadProcs: 16, spreadWorkers: 2,
+		holds:   []time.Duration{0, time.Millisecond},
+		waiters: []int{1, 10, 100, 1000}, waitersRow: 3 * time.Second,
+		leases: 10_000, scaleLeases: []int{1_000, 10_000, 100_000},
+		idle: 5 * time.Second, settle: 2 * time.Second, window: time.Minute,
+		// At scale, with relock's default 30 s lease renewed every 10 s:
+		// a window of three renewal intervals holds three renewals of
+		// every lease whatever their phase (the leases, taken within
+		// seconds, renew in step, so a window of 35 s would count three or
+		// four), and the Lock+Unlock timed while holding them spans one
+		// interval, a renewal of every lease.
+		scaleWindow: 3 * renewEvery(relock.DefaultWatchdogTimeout), lockLoop: 3 * time.Second, heldLoop: renewEvery(relock.DefaultWatchdogTimeout),
 		maxSamples: 400_000,
 	}
 }
@@ -97,9 +115,12 @@ func fullPlan() plan {
 func smokePlan() plan {
 	return plan{
 		uncontended: 180 * time.Millisecond, distinct: 150 * time.Millisecond, hotKey: 250 * time.Millisecond,
-		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16,
-		holds:  []time.Duration{0, time.Millisecond},
-		leases: 500, idle: 300 * time.Millisecond, settle: 1200 * time.Millisecond, window: 1500 * time.Millisecond,
+		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16, spreadProcs: 16, spreadWorkers: 2,
+		holds:   []time.Duration{0, time.Millisecond},
+		waiters: []int{1, 10, 100}, waitersRow: 250 * time.Millisecond,
+		leases: 500, scaleLeases: []int{1_000},
+		idle: 300 * time.Millisecond, settle: 1200 * time.Millisecond, window: 1500 * time.Millisecond,
+		scaleWindow: 1500 * time.Millisecond, lockLoop: 300 * time.Millisecond, heldLoop: 300 * time.Millisecond,
 		maxSamples: 100_000,
 	}
 }
@@ -148,6 +169,7 @@ func run(ctx context.Context, cfg config) (string, error) {
 	res.Durations = map[string]string{
 		"floor": p.uncontended.String(), "uncontended": p.uncontended.String(), "distinct": p.distinct.String(),
 		"hot_key": p.hotKey.String(), "watchdog_window": p.window.String(), "watchdog_idle": p.idle.String(),
+		"waiters": p.waitersRow.String(), "watchdog_scale_window": p.scaleWindow.String(), "lock_loop": p.lockLoop.String(), "held_loop": p.heldLoop.String(),
 	}
 
 	addr := cfg.redis
@@ -182,9 +204,11 @@ func run(ctx context.Context, cfg config) (string, error) {
 	res.Floor, res.Uncontended = r.sequentialRows(ctx)
 	res.Distinct = r.distinctRows(ctx)
 	res.HotKey = r.hotKeyRows(ctx)
+	res.Spread = r.spreadRows(ctx)
+	res.Waiters = r.waitersRows(ctx)
 	res.Redlock = r.redlockRows(ctx)
 	res.Replica = r.replicaRows(ctx)
-	res.Watchdog = r.watchdogRows(ctx)
+	res.Watchdog, res.WatchdogScale = r.watchdogRows(ctx)
 	if ctx.Err() != nil {
 		return "", errors.New("interrupted")
 	}
@@ -202,6 +226,8 @@ func run(ctx context.Context, cfg config) (string, error) {
 
 // rerender writes the report and plots of cfg.out again from its
 // results.json, for a change in how they are drawn; it measures nothing.
+// The targets are evaluated again from the rows, so that a change in how
+// they are stated shows too.
 func rerender(_ context.Context, cfg config) (string, error) {
 	out := cfg.out
 	if out == "" {
@@ -215,6 +241,7 @@ func rerender(_ context.Context, cfg config) (string, error) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		return "", err
 	}
+	res.Targets = evaluate(&res)
 	for i, p := range res.Profiles {
 		if p.Err == "" {
 			res.Profiles[i] = summarizeProfile(filepath.Join(out, p.File), p.Scenario)
@@ -233,7 +260,9 @@ func (r *runner) profileMisses(ctx context.Context, targets []Target, out string
 	done := map[string]bool{}
 	var profiles []ProfileSummary
 	for _, t := range targets {
-		if t.Pass || !t.Known || done[t.Scenario] || ctx.Err() != nil {
+		// The profiled row is the mutex's; a miss of another kind or
+		// setup is not profiled.
+		if t.Pass || !t.Known || t.Lib != "relock" || done[t.Scenario] || ctx.Err() != nil {
 			continue
 		}
 		done[t.Scenario] = true
@@ -248,7 +277,11 @@ func (r *runner) profileMisses(ctx context.Context, targets []Target, out string
 		case "distinct":
 			rowErr = r.distinctRow(ctx, lib, path).Err
 		case "hotkey":
-			rowErr = r.hotKeyRow(ctx, lib, 0, path).Err
+			shape := hotShape{procs: r.plan.hotKeyProcs, waiters: r.plan.hotKeyProcs * r.plan.hotKeyWorkers, d: r.plan.hotKey}
+			rowErr = r.hotKeyRow(ctx, lib, 0, shape, path).Err
+		case "spread":
+			shape := hotShape{procs: r.plan.spreadProcs, waiters: r.plan.spreadProcs * r.plan.spreadWorkers, d: r.plan.hotKey}
+			rowErr = r.hotKeyRow(ctx, lib, 0, shape, path).Err
 		default:
 			continue
 		}

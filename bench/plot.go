@@ -66,7 +66,10 @@ func writePlots(res *Results, dir string) ([]plotFile, error) {
 	u.series = []series{p50, p99}
 	u.format = func(f float64) string { return fmt.Sprintf("%.0f", f) }
 	if floor > 0 {
-		u.lines = []refLine{{us(floor), "PING p50 (rueidis)"}, {targetUncontended * us(floor), fmt.Sprintf("target: %.1f× PING", targetUncontended)}}
+		u.lines = append(u.lines, refLine{us(floor), "PING p50 (rueidis, pipelined)"}, refLine{targetNoPipeVsPing * us(floor), fmt.Sprintf("target, DisableAutoPipelining: %.1f× pipelined PING", targetNoPipeVsPing)})
+	}
+	if alone := uncontended(res, "relock-scripts"); alone != nil {
+		u.lines = append(u.lines, refLine{targetP50VsScripts * us(alone.P50), fmt.Sprintf("target: %.2f× scripts alone", targetP50VsScripts)})
 	}
 	specs = append(specs, u)
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/bsm/redislock"
-	goredislib "github.com/redis/go-redis/v9"
 )
 
 // bsmTTL is the lock TTL given to bsm/redislock, which has no default; it
@@ -23,10 +22,10 @@ func bsmExponential() redislock.RetryStrategy {
 
 func bsmLibrary(id, variant, label string, in scenarios, retry func() redislock.RetryStrategy) *library {
 	return &library{
-		Lib: Lib{ID: id, Name: "bsm/redislock", Variant: variant, Label: label, Client: "go-redis"},
+		Lib: Lib{ID: id, Name: "bsm/redislock", Variant: variant, Label: label, Client: clientGoRedis},
 		in:  in,
-		open: func(addr string) (locker, func(), error) {
-			rc := goredislib.NewClient(&goredislib.Options{Addr: addr})
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			rc := newGoRedis(addr, sent)
 			return bsmLocker{c: redislock.New(rc), retry: retry}, func() { rc.Close() }, nil
 		},
 		noKeep: "no automatic renewal: the caller calls Lock.Refresh",

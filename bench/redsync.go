@@ -7,7 +7,6 @@ import (
 
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	goredislib "github.com/redis/go-redis/v9"
 )
 
 // redsyncTuned polls every 5 ms for as long as the caller's ctx lasts: the
@@ -19,10 +18,10 @@ var redsyncTuned = []redsync.Option{
 
 func redsyncLibrary(id, variant, label string, in scenarios, opts []redsync.Option) *library {
 	return &library{
-		Lib: Lib{ID: id, Name: "redsync", Variant: variant, Label: label, Client: "go-redis"},
+		Lib: Lib{ID: id, Name: "redsync", Variant: variant, Label: label, Client: clientGoRedis},
 		in:  in,
-		open: func(addr string) (locker, func(), error) {
-			rc := goredislib.NewClient(&goredislib.Options{Addr: addr})
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			rc := newGoRedis(addr, sent)
 			return redsyncLocker{rs: redsync.New(goredis.NewPool(rc)), opts: opts}, func() { rc.Close() }, nil
 		},
 		noKeep: "no automatic renewal: the caller calls Mutex.Extend",

@@ -17,7 +17,9 @@ import (
 	"github.com/relockgo/relock/rwlock"
 )
 
-// watchdogTimeout is the lease of scenario 6: renewed every second.
+// watchdogTimeout is the lease of scenario 6's comparison, every library
+// at it: renewed every second. relock's rows at scale run at its default,
+// relock.DefaultWatchdogTimeout.
 const watchdogTimeout = 3 * time.Second
 
 // A relockKind takes one lock of a kind, as a user with a dynamic key
@@ -41,21 +43,12 @@ func relockRWWrite(ctx context.Context, c *relock.Client, name string) (*relock.
 	return rwlock.New(c, name).Lock(ctx)
 }
 
-// relockRWMix takes the read lock nine times in ten, the write lock once.
-func relockRWMix(ctx context.Context, c *relock.Client, name string) (*relock.Lease, error) {
-	if rand.IntN(10) == 0 {
-		return rwlock.New(c, name).Lock(ctx)
-	}
-	return rwlock.New(c, name).RLock(ctx)
-}
-
 func relockLibrary(id, name, variant, label string, in scenarios, kind relockKind) *library {
 	l := &library{
-		Lib:      Lib{ID: id, Name: name, Variant: variant, Label: label, Client: "rueidis", Relock: true},
-		in:       in,
-		overlaps: id == "relock-rwlock-mix",
-		open: func(addr string) (locker, func(), error) {
-			c, closeAll, err := newRelock(addr, nil)
+		Lib: Lib{ID: id, Name: name, Variant: variant, Label: label, Client: clientRueidis, Relock: true},
+		in:  in,
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			c, closeAll, err := newRelock(rueidisOption(addr, false), sent.wrap)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -63,12 +56,16 @@ func relockLibrary(id, name, variant, label string, in scenarios, kind relockKin
 		},
 	}
 	if id == "relock" {
-		l.keep = func(addr string) (keeper, *roundtrip.Counter, func(), error) {
+		l.keep = func(addr string, lease time.Duration) (keeper, *roundtrip.Counter, func(), error) {
+			var opts []relock.Option
+			if lease != relock.DefaultWatchdogTimeout { // at the default, relock as configured by no option
+				opts = append(opts, relock.WithWatchdogTimeout(lease))
+			}
 			var calls *roundtrip.Counter
-			c, closeAll, err := newRelock(addr, func(rc rueidis.Client) rueidis.Client {
+			c, closeAll, err := newRelock(rueidisOption(addr, false), func(rc rueidis.Client) rueidis.Client {
 				calls = roundtrip.New(rc)
 				return calls
-			}, relock.WithWatchdogTimeout(watchdogTimeout))
+			}, opts...)
 			if err != nil {
 				return nil, nil, nil, err
 			}
@@ -78,10 +75,52 @@ func relockLibrary(id, name, variant, label string, in scenarios, kind relockKin
 	return l
 }
 
-// newRelock returns a relock Client on a rueidis client of its own, at
-// rueidis's defaults, optionally wrapped, and what closes both.
-func newRelock(addr string, wrap func(rueidis.Client) rueidis.Client, opts ...relock.Option) (*relock.Client, func(), error) {
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+// relockNoPipelining is relock's mutex on a rueidis client made with
+// DisableAutoPipelining: each call takes a connection of rueidis's pool
+// and reads its reply on the calling goroutine, where the default client
+// hands every command to a writer and a reader goroutine of a shared
+// pipeline. It is the low-latency setup the README documents.
+func relockNoPipelining() *library {
+	return &library{
+		Lib: Lib{ID: "relock-nopipe", Name: "relock mutex, DisableAutoPipelining", Variant: "mutex.New on a rueidis client with DisableAutoPipelining: true",
+			Label: "relock mutex, no auto-pipelining", Client: clientRueidisNoPipe, Relock: true},
+		in: inUncontended | inDistinct,
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			c, closeAll, err := newRelock(rueidisOption(addr, true), sent.wrap)
+			if err != nil {
+				return nil, nil, err
+			}
+			return relockLocker{c: c, kind: relockMutex}, closeAll, nil
+		},
+	}
+}
+
+// relockRWMix is relock's read-write lock taken for reading nine times in
+// ten, for writing once.
+func relockRWMix() *library {
+	return &library{
+		Lib: Lib{ID: "relock-rwlock-mix", Name: "relock rwlock", Variant: "rwlock.New, 90% RLock, 10% Lock", Label: "relock rwlock 90/10", Client: clientRueidis, Relock: true},
+		in:  inHotKey, overlaps: true,
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			c, closeAll, err := newRelock(rueidisOption(addr, false), sent.wrap)
+			if err != nil {
+				return nil, nil, err
+			}
+			return rwMixLocker{c}, closeAll, nil
+		},
+	}
+}
+
+// rueidisOption is a rueidis client of addr at rueidis's defaults, or with
+// DisableAutoPipelining.
+func rueidisOption(addr string, noAutoPipelining bool) rueidis.ClientOption {
+	return rueidis.ClientOption{InitAddress: []string{addr}, DisableAutoPipelining: noAutoPipelining}
+}
+
+// newRelock returns a relock Client on a rueidis client of its own, made
+// with o, optionally wrapped, and what closes both.
+func newRelock(o rueidis.ClientOption, wrap func(rueidis.Client) rueidis.Client, opts ...relock.Option) (*relock.Client, func(), error) {
+	rc, err := rueidis.NewClient(o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -121,6 +160,29 @@ func (l relockLocker) Hold(ctx context.Context, key string) (<-chan struct{}, fu
 	return lease.Context().Done(), lease.Unlock, nil
 }
 
+// rwMixLocker takes relock's read-write lock: the read lock nine times in
+// ten, the write lock once.
+type rwMixLocker struct{ c *relock.Client }
+
+func (l rwMixLocker) Lock(ctx context.Context, key string) (func() error, error) {
+	unlock, _, err := l.LockMode(ctx, key)
+	return unlock, err
+}
+
+func (l rwMixLocker) LockMode(ctx context.Context, key string) (func() error, bool, error) {
+	m := rwlock.New(l.c, key)
+	read := rand.IntN(10) != 0
+	lock := m.Lock
+	if read {
+		lock = m.RLock
+	}
+	lease, err := lock(ctx)
+	if err != nil {
+		return nil, read, err
+	}
+	return lease.Unlock, read, nil
+}
+
 // relockScripts is a diagnostic row: relock's mutex acquire and release
 // scripts called directly through rueidis, one EVALSHA each, without the
 // engine (no lease, no watchdog, no context). It is the part of relock's
@@ -128,14 +190,14 @@ func (l relockLocker) Hold(ctx context.Context, key string) (<-chan struct{}, fu
 func relockScripts() *library {
 	return &library{
 		Lib: Lib{ID: "relock-scripts", Name: "relock scripts alone", Variant: "diagnostic: mutex acquire + release scripts, no engine",
-			Label: "relock scripts alone", Client: "rueidis"},
+			Label: "relock scripts alone", Client: clientRueidis},
 		in: inUncontended | inDistinct,
-		open: func(addr string) (locker, func(), error) {
-			rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			rc, err := rueidis.NewClient(rueidisOption(addr, false))
 			if err != nil {
 				return nil, nil, err
 			}
-			return scriptLocker{rc: rc, owner: "bench-owner"}, rc.Close, nil
+			return scriptLocker{rc: sent.wrap(rc), owner: "bench-owner"}, rc.Close, nil
 		},
 	}
 }

@@ -5,17 +5,22 @@ import "time"
 // Results is everything one run measured; results.json is its encoding and
 // report.md and the plots are made from it alone.
 type Results struct {
-	Meta        Meta              `json:"meta"`
-	Floor       []FloorRow        `json:"floor"`
-	Uncontended []LatencyRow      `json:"uncontended"`
-	Distinct    []ThroughputRow   `json:"distinct"`
-	HotKey      []HotKeyRow       `json:"hot_key"`
-	Watchdog    []WatchdogRow     `json:"watchdog"`
-	Redlock     *RedlockResults   `json:"redlock,omitempty"` // scenario 7: five masters
-	Replica     *ReplicaResults   `json:"replica,omitempty"` // scenario 8: a master and one replica
-	Targets     []Target          `json:"targets"`
-	Profiles    []ProfileSummary  `json:"profiles,omitempty"`
-	Durations   map[string]string `json:"durations"` // how long each scenario ran per row
+	Meta        Meta            `json:"meta"`
+	Floor       []FloorRow      `json:"floor"`
+	Uncontended []LatencyRow    `json:"uncontended"`
+	Distinct    []ThroughputRow `json:"distinct"`
+	HotKey      []HotKeyRow     `json:"hot_key"`
+	Spread      []HotKeyRow     `json:"hot_key_spread"` // the hot key's waiters in many processes of few
+	Waiters     []HotKeyRow     `json:"waiters"`        // the hot key with 1 to 1,000 waiters
+	Watchdog    []WatchdogRow   `json:"watchdog"`
+	// WatchdogScale is relock alone at each number of leases, at its
+	// default lease (Watchdog's rows are at the comparison's lease).
+	WatchdogScale []WatchdogRow     `json:"watchdog_scale"`
+	Redlock       *RedlockResults   `json:"redlock,omitempty"` // scenario 7: five masters
+	Replica       *ReplicaResults   `json:"replica,omitempty"` // scenario 8: a master and one replica
+	Targets       []Target          `json:"targets"`
+	Profiles      []ProfileSummary  `json:"profiles,omitempty"`
+	Durations     map[string]string `json:"durations"` // how long each scenario ran per row
 }
 
 // Meta says where and how the run was made.
@@ -44,6 +49,7 @@ type FloorRow struct {
 	P50    time.Duration `json:"p50_ns"`
 	P99    time.Duration `json:"p99_ns"`
 	Mean   time.Duration `json:"mean_ns"`
+	Runs   float64       `json:"goroutine_runs_per_op"` // see LatencyRow.Runs
 	Err    string        `json:"error,omitempty"`
 }
 
@@ -56,8 +62,12 @@ type LatencyRow struct {
 	Mean   time.Duration `json:"mean_ns"`
 	Allocs float64       `json:"allocs_per_op"` // runtime.MemStats.Mallocs delta / ops, whole process
 	Bytes  float64       `json:"bytes_per_op"`  // runtime.MemStats.TotalAlloc delta / ops, whole process
-	Server ServerCost    `json:"server"`
-	Err    string        `json:"error,omitempty"`
+	// Runs is goroutine runs per op, whole process: the count of the
+	// runtime/metrics histogram /sched/latencies:seconds over the timed
+	// loop, times the runtime's sampling period (8), ÷ ops.
+	Runs   float64    `json:"goroutine_runs_per_op"`
+	Server ServerCost `json:"server"`
+	Err    string     `json:"error,omitempty"`
 }
 
 // ThroughputRow is scenario 3: many goroutines, each on its own key.
@@ -74,7 +84,8 @@ type ThroughputRow struct {
 	Err        string        `json:"error,omitempty"`
 }
 
-// HotKeyRow is scenarios 4 and 5: waiters in two processes on one key.
+// HotKeyRow is scenarios 4 and 5: waiters in two processes on one key, and
+// the same in other shapes (Results.Spread, Results.Waiters).
 type HotKeyRow struct {
 	Lib
 	Hold         time.Duration `json:"hold_ns"`
@@ -94,30 +105,54 @@ type HotKeyRow struct {
 	HandoffsSec float64 `json:"handoffs_per_sec"` // acquisitions per second
 	// SwitchesSec counts acquisitions by a worker other than the previous
 	// holder; -1 where holds overlap (read locks).
-	SwitchesSec float64       `json:"switches_per_sec"`
-	Overlapping bool          `json:"overlapping_holds"` // read holds share the lock: no ceiling, no switches
-	WaitP50     time.Duration `json:"wait_p50_ns"`
-	WaitP99     time.Duration `json:"wait_p99_ns"`
-	WaitMax     time.Duration `json:"wait_max_ns"`
-	Jain        float64       `json:"jain"`
-	PerWorker   []int64       `json:"per_worker"`
-	Server      ServerCost    `json:"server"`
-	Err         string        `json:"error,omitempty"`
+	SwitchesSec float64 `json:"switches_per_sec"`
+	Overlapping bool    `json:"overlapping_holds"` // read holds share the lock: no ceiling, no switches
+	// FIFOViolations counts grants that overtook a waiter whose first Lock
+	// call began at least fifoTolerance before the granted waiter's and who
+	// was still waiting (see overtakes); -1 where not counted (overlapping
+	// holds, or stamps capped).
+	FIFOViolations int64 `json:"fifo_violations"`
+	// Reads and Writes split the acquisitions of a read-write row.
+	Reads     int64         `json:"reads,omitempty"`
+	Writes    int64         `json:"writes,omitempty"`
+	ReadsSec  float64       `json:"reads_per_sec,omitempty"`
+	WritesSec float64       `json:"writes_per_sec,omitempty"`
+	WaitP50   time.Duration `json:"wait_p50_ns"`
+	WaitP99   time.Duration `json:"wait_p99_ns"`
+	WaitMax   time.Duration `json:"wait_max_ns"`
+	Jain      float64       `json:"jain"`
+	PerWorker []int64       `json:"per_worker"`
+	Server    ServerCost    `json:"server"`
+	Err       string        `json:"error,omitempty"`
 }
 
 // WatchdogRow is scenario 6: many leases kept alive by a library's own
 // renewal, against the same client idle.
 type WatchdogRow struct {
 	Lib
-	Renews     bool        `json:"renews"` // false: the library has no automatic renewal
-	Note       string      `json:"note,omitempty"`
-	Leases     int         `json:"leases"`
-	Acquired   int         `json:"acquired"`
-	AcquireSec float64     `json:"acquire_seconds"`
-	Lost       int         `json:"lost"` // leases whose loss signal fired during the window
-	Idle       WindowStats `json:"idle"`
-	Held       WindowStats `json:"held"`
-	Err        string      `json:"error,omitempty"`
+	Renews     bool    `json:"renews"` // false: the library has no automatic renewal
+	Note       string  `json:"note,omitempty"`
+	Leases     int     `json:"leases"`
+	Acquired   int     `json:"acquired"`
+	AcquireSec float64 `json:"acquire_seconds"`
+	Lost       int     `json:"lost"` // leases whose loss signal fired during the window
+	// Lease is how long each lease lasts unless renewed; 0 in results
+	// written before it was recorded.
+	Lease time.Duration `json:"lease_ns,omitempty"`
+	// RenewEvery is how often the library renews each lease: Acquired ÷
+	// RenewEvery renewals are due per second.
+	RenewEvery time.Duration `json:"renew_every_ns"`
+	// HeapPerLease is the heap the leases hold: HeapAlloc after a GC,
+	// after taking them less before, ÷ Acquired.
+	HeapPerLease float64 `json:"heap_bytes_per_lease"`
+	// LockUnlockIdle and LockUnlockHeld are Lock+Unlock of one more key per
+	// second, one goroutine, on the same client before taking the leases
+	// and while holding them; 0 where not timed.
+	LockUnlockIdle float64     `json:"lock_unlock_idle_per_sec,omitempty"`
+	LockUnlockHeld float64     `json:"lock_unlock_held_per_sec,omitempty"`
+	Idle           WindowStats `json:"idle"`
+	Held           WindowStats `json:"held"`
+	Err            string      `json:"error,omitempty"`
 }
 
 // WindowStats are the costs measured over one window of scenario 6.
@@ -132,12 +167,19 @@ type WindowStats struct {
 
 // ServerCost is what Redis spent on a row, from INFO deltas around it.
 type ServerCost struct {
-	Commands int64   `json:"commands"`    // total_commands_processed delta
-	Usec     int64   `json:"usec"`        // sum of commandstats usec deltas
-	CPU      float64 `json:"cpu_seconds"` // used_cpu_user+sys delta
-	PerOp    float64 `json:"commands_per_op"`
-	UsecOp   float64 `json:"usec_per_op"`
-	Top      string  `json:"top,omitempty"` // the commands, most called first: "evalsha 2.0/op, …"
+	Commands int64 `json:"commands"` // total_commands_processed delta: a script's commands included
+	// Usec is the commandstats usec of the commands the clients sent: a
+	// script call's own, which includes what its script ran, and no
+	// command counted twice (see serverDelta.cost). Known only where the
+	// row's clients counted what they sent.
+	Usec      int64   `json:"usec"`
+	UsecKnown bool    `json:"usec_known"`
+	Scripts   int64   `json:"scripts"`     // EVALSHA and EVAL calls (and their _RO and FCALL kin)
+	CPU       float64 `json:"cpu_seconds"` // used_cpu_user+sys delta
+	PerOp     float64 `json:"commands_per_op"`
+	UsecOp    float64 `json:"usec_per_op"`
+	ScriptsOp float64 `json:"scripts_per_op"`
+	Top       string  `json:"top,omitempty"` // the commands, most called first: "evalsha 2.0/op, …"
 }
 
 // Lib names the library and configuration a row measured.
@@ -152,8 +194,12 @@ type Lib struct {
 
 // Target is one of the issue's targets, evaluated.
 type Target struct {
+	Issue    int     `json:"issue"` // the item of issue 14's list
+	Lib      string  `json:"lib"`   // the relock row it measures
+	Short    string  `json:"short"` // for the copyable table
 	Name     string  `json:"name"`
 	Want     string  `json:"want"`
+	Brief    string  `json:"brief"` // the measured figure, for the copyable table
 	Got      string  `json:"got"`
 	Ratio    float64 `json:"ratio"`
 	Pass     bool    `json:"pass"`

@@ -23,19 +23,29 @@ func rueidislockLibrary(id, variant, label string, in scenarios, tuned bool) *li
 		return o
 	}
 	return &library{
-		Lib: Lib{ID: id, Name: "rueidislock", Variant: variant, Label: label, Client: "rueidis"},
+		Lib: Lib{ID: id, Name: "rueidislock", Variant: variant, Label: label, Client: clientRueidis},
 		in:  in,
-		open: func(addr string) (locker, func(), error) {
-			l, err := rueidislock.NewLocker(option(addr))
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			o := option(addr)
+			if sent != nil {
+				o.ClientBuilder = func(co rueidis.ClientOption) (rueidis.Client, error) {
+					rc, err := rueidis.NewClient(co)
+					if err != nil {
+						return nil, err
+					}
+					return sent.wrap(rc), nil
+				}
+			}
+			l, err := rueidislock.NewLocker(o)
 			if err != nil {
 				return nil, nil, err
 			}
 			return rueidisLocker{l}, l.Close, nil
 		},
-		keep: func(addr string) (keeper, *roundtrip.Counter, func(), error) {
+		keep: func(addr string, lease time.Duration) (keeper, *roundtrip.Counter, func(), error) {
 			o := option(addr)
-			o.KeyValidity = watchdogTimeout
-			o.ExtendInterval = watchdogTimeout / 3
+			o.KeyValidity = lease
+			o.ExtendInterval = renewEvery(lease)
 			var calls *roundtrip.Counter
 			o.ClientBuilder = func(co rueidis.ClientOption) (rueidis.Client, error) {
 				rc, err := rueidis.NewClient(co)

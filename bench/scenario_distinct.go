@@ -27,7 +27,9 @@ type parRow struct {
 	failed  int64
 	elapsed time.Duration
 	server  serverDelta
-	first   string // the first failure
+	sent    *sentCommands    // what the row's client sends
+	sentRun map[string]int64 // sent's counts over the timed runs
+	first   string           // the first failure
 	err     error
 }
 
@@ -82,8 +84,8 @@ func (r *runner) distinctRow(ctx context.Context, lib *library, profile string) 
 // parRow opens lib and takes each goroutine's key once, untimed.
 func (r *runner) parRow(ctx context.Context, lib *library) *parRow {
 	g := r.plan.distinctGoroutines
-	p := &parRow{lib: lib, samples: make([]sampler, g)}
-	p.lk, p.close, p.err = lib.open(r.addr)
+	p := &parRow{lib: lib, samples: make([]sampler, g), sent: newSentCommands()}
+	p.lk, p.close, p.err = lib.open(r.addr, p.sent)
 	if p.err != nil {
 		return p
 	}
@@ -115,6 +117,7 @@ func (p *parRow) run(ctx context.Context, r *runner, d time.Duration) {
 		p.err = err
 		return
 	}
+	sent0 := p.sent.snapshot()
 	var ops, failed atomic.Int64
 	var first atomic.Value
 	start := time.Now()
@@ -143,6 +146,7 @@ func (p *parRow) run(ctx context.Context, r *runner, d time.Duration) {
 	}
 	wg.Wait()
 	p.elapsed += time.Since(start)
+	p.sentRun = addSent(p.sentRun, sentSince(sent0, p.sent.snapshot()))
 	after, err := readStats(ctx, r.admin)
 	if err != nil {
 		p.err = err
@@ -173,7 +177,7 @@ func (p *parRow) result(goroutines int) ThroughputRow {
 		row.OpsPerSec = float64(row.Ops) / row.Seconds
 	}
 	row.P50, row.P99 = l.P50, l.P99
-	row.Server = p.server.cost(row.Ops)
+	row.Server = p.server.cost(row.Ops, p.sentRun)
 	if p.first != "" {
 		row.Err = fmt.Sprintf("%d operations failed, first: %s", row.Failed, p.first)
 	}

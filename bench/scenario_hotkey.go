@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -20,34 +21,111 @@ import (
 // Acquisition times are taken after Lock returns and before Unlock is
 // called, on the wall clock the processes share. Exclusive holds cannot
 // overlap, so sorting them gives the order the lock was granted in, from
-// which holder switches are counted.
+// which holder switches are counted; with the time each wait began, they
+// also give the grants that overtook an earlier waiter (see overtakes).
+//
+// The same rows, in other shapes: 32 waiters in 16 processes of 2 (a
+// release must wake one waiter per lock, not one per process), and 1 to
+// 1,000 waiters in up to 4 processes (a release must wake O(1) waiters).
 
-// hotKeyRows runs every library at every hold.
+// hotShape is how a hot-key row spreads its waiters, and how long it runs.
+type hotShape struct {
+	procs, waiters int
+	d              time.Duration
+}
+
+// workers returns how many waiters process i runs: the waiters split as
+// evenly as they go, the first processes taking one more.
+func (s hotShape) workers(i int) int {
+	n := s.waiters / s.procs
+	if i < s.waiters%s.procs {
+		n++
+	}
+	return n
+}
+
+// firstID returns the global number of process i's first waiter.
+func (s hotShape) firstID(i int) int {
+	id := 0
+	for j := range i {
+		id += s.workers(j)
+	}
+	return id
+}
+
+// hotKeyRows runs every library at every hold, in the main shape.
 func (r *runner) hotKeyRows(ctx context.Context) []HotKeyRow {
+	p := r.plan
+	shape := hotShape{procs: p.hotKeyProcs, waiters: p.hotKeyProcs * p.hotKeyWorkers, d: p.hotKey}
 	var rows []HotKeyRow
-	for _, hold := range r.plan.holds {
+	for _, hold := range p.holds {
 		for _, lib := range librariesIn(inHotKey) {
 			if ctx.Err() != nil {
 				return rows
 			}
-			row := r.hotKeyRow(ctx, lib, hold, "")
-			r.logf("hot key  %-28s hold %-4v %8.0f handoffs/s  wait p99 %-9v jain %.2f  failures %d %s", lib.ID, hold, row.HandoffsSec, row.WaitP99.Round(time.Microsecond), row.Jain, row.Failures, row.Err)
+			row := r.hotKeyRow(ctx, lib, hold, shape, "")
+			r.logRow("hot key", row)
 			rows = append(rows, row)
 		}
 	}
 	return rows
 }
 
-// hotKeyRow runs one library at one hold. With profile set, the first
-// process writes a CPU profile there.
-func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration, profile string) HotKeyRow {
+// spreadRows runs the libraries of the spread set at zero hold, with the
+// main shape's waiters in many processes of few waiters each.
+func (r *runner) spreadRows(ctx context.Context) []HotKeyRow {
 	p := r.plan
-	row := HotKeyRow{Lib: lib.Lib, Hold: hold, Processes: p.hotKeyProcs, Workers: p.hotKeyProcs * p.hotKeyWorkers, Seconds: p.hotKey.Seconds()}
-	key := r.key("hot", lib.ID, hold.String())
+	shape := hotShape{procs: p.spreadProcs, waiters: p.spreadProcs * p.spreadWorkers, d: p.hotKey}
+	var rows []HotKeyRow
+	for _, lib := range librariesIn(inSpread) {
+		if ctx.Err() != nil {
+			break
+		}
+		row := r.hotKeyRow(ctx, lib, 0, shape, "")
+		r.logRow("spread", row)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// waitersRows runs the libraries of the waiters set at zero hold with each
+// of the plan's numbers of waiters, in up to waitersProcs processes.
+func (r *runner) waitersRows(ctx context.Context) []HotKeyRow {
+	p := r.plan
+	var rows []HotKeyRow
+	for _, lib := range librariesIn(inWaiters) {
+		for _, n := range p.waiters {
+			if ctx.Err() != nil {
+				return rows
+			}
+			row := r.hotKeyRow(ctx, lib, 0, hotShape{procs: min(waitersProcs, n), waiters: n, d: p.waitersRow}, "")
+			r.logRow("waiters", row)
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+// waitersProcs is how many processes the waiters-at-scale rows spread
+// their waiters over.
+const waitersProcs = 4
+
+func (r *runner) logRow(what string, row HotKeyRow) {
+	r.logf("%-8s %-28s %2d procs %4d waiters hold %-4v %8.0f handoffs/s  wait p99 %-9v jain %.2f  %5.1f cmd/handoff %5.2f evalsha/handoff  fifo %d  failures %d %s",
+		what, row.ID, row.Processes, row.Workers, row.Hold, row.HandoffsSec, row.WaitP99.Round(time.Microsecond), row.Jain,
+		row.Server.PerOp, row.Server.ScriptsOp, row.FIFOViolations, row.Failures, row.Err)
+}
+
+// hotKeyRow runs one library at one hold in one shape. With profile set,
+// the first process writes a CPU profile there.
+func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration, shape hotShape, profile string) HotKeyRow {
+	p := r.plan
+	row := HotKeyRow{Lib: lib.Lib, Hold: hold, Processes: shape.procs, Workers: shape.waiters, Seconds: shape.d.Seconds()}
+	key := r.key("hot", lib.ID, hold.String(), fmt.Sprintf("%dx%d", shape.procs, shape.waiters))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // kills the children if this returns early
 
-	children := make([]*child, p.hotKeyProcs)
+	children := make([]*child, shape.procs)
 	defer func() {
 		for _, c := range children {
 			if c != nil {
@@ -58,8 +136,8 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 	for i := range children {
 		spec := childSpec{
 			Mode: "hotkey", Addr: r.addr, Lib: lib.ID, Key: key,
-			Workers: p.hotKeyWorkers, FirstID: i * p.hotKeyWorkers, Hold: hold,
-			MaxSamples: p.maxSamples, Limit: p.hotKey + 2*time.Minute,
+			Workers: shape.workers(i), FirstID: shape.firstID(i), Hold: hold,
+			MaxSamples: p.maxSamples, Limit: shape.d + 2*time.Minute,
 		}
 		if i == 0 {
 			spec.Profile = profile
@@ -83,7 +161,7 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 		return row
 	}
 	from := time.Now().Add(50 * time.Millisecond)
-	to := from.Add(p.hotKey)
+	to := from.Add(shape.d)
 	for _, c := range children {
 		if err := c.start(from, to); err != nil {
 			row.Err = err.Error()
@@ -93,7 +171,7 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 	parts := make([]*hotKeyPart, len(children))
 	var errs []error
 	for i, c := range children {
-		res, err := c.result(p.hotKey + time.Minute)
+		res, err := c.result(shape.d + time.Minute)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -105,8 +183,12 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 		row.Err = err.Error()
 		return row
 	}
+	var sent map[string]int64
+	for _, part := range parts {
+		sent = addSent(sent, part.Sent)
+	}
 	mergeHotKey(&row, parts, lib.overlaps)
-	row.Server = costSince(before, after, row.Acquisitions)
+	row.Server = diff(before, after).cost(row.Acquisitions, sent)
 	return row
 }
 
@@ -118,29 +200,42 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps bool) {
 		worker int32
 	}
 	var grants []grant
-	capped := false
+	var spans []waitSpan
+	capped, unpaired := false, false // stamps incomplete; stamps without the time their wait began
 	for _, part := range parts {
 		row.PerWorker = append(row.PerWorker, part.PerWorker...)
 		row.Failures += part.Failures
 		row.Unfinished += part.Open
 		row.Errors += part.Errors
+		row.Reads += part.Reads
+		row.Writes += part.Writes
 		if row.FirstError == "" {
 			row.FirstError = part.FirstError
 		}
 		waits = append(waits, part.Waits...)
 		for i, at := range part.Stamps {
 			grants = append(grants, grant{at, part.Workers[i]})
+			if i < len(part.Began) {
+				spans = append(spans, waitSpan{began: part.Began[i], granted: at})
+			}
+		}
+		for _, began := range part.OpenBegan {
+			spans = append(spans, waitSpan{began: began, granted: math.MaxInt64})
 		}
 		capped = capped || part.Capped
+		unpaired = unpaired || len(part.Began) != len(part.Stamps)
 	}
 	for _, n := range row.PerWorker {
 		row.Acquisitions += n
 	}
 	row.HandoffsSec = float64(row.Acquisitions) / row.Seconds
+	row.ReadsSec = float64(row.Reads) / row.Seconds
+	row.WritesSec = float64(row.Writes) / row.Seconds
 	w := summarize(waits)
 	row.WaitP50, row.WaitP99, row.WaitMax = w.P50, w.P99, w.Max
 	row.Jain = jain(row.PerWorker)
 	row.SwitchesSec = -1
+	row.FIFOViolations = -1
 	row.Overlapping = overlaps
 	if !overlaps && !capped {
 		slices.SortFunc(grants, func(a, b grant) int { return cmpInt64(a.at, b.at) })
@@ -151,7 +246,49 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps bool) {
 			}
 		}
 		row.SwitchesSec = float64(switches) / row.Seconds
+		if !unpaired {
+			row.FIFOViolations = overtakes(spans, fifoTolerance)
+		}
 	}
+}
+
+// fifoTolerance is how much earlier a waiter's Lock call must have begun
+// for a grant to another to count as overtaking it: the slack for the
+// clocks of the processes (one machine's, read at different moments) and
+// for a library's attempt granularity.
+const fifoTolerance = 5 * time.Millisecond
+
+// waitSpan is one wait of one waiter, in Unix ns: from its first Lock call
+// to the acquisition, granted math.MaxInt64 for a wait still open at the
+// end of the row.
+type waitSpan struct{ began, granted int64 }
+
+// overtakes counts the grants that overtook a waiter: those made while
+// another waiter, whose Lock call had begun at least tol before the
+// granted waiter's, was still waiting (granted later, or never). Under a
+// FIFO lock it is zero. Each grant counts once, however many it overtook.
+func overtakes(spans []waitSpan, tol time.Duration) int64 {
+	// From the latest grant back: minBegan is the earliest beginning among
+	// the waits granted strictly after the grant at hand (or never).
+	slices.SortFunc(spans, func(a, b waitSpan) int { return cmpInt64(b.granted, a.granted) })
+	minBegan := int64(math.MaxInt64)
+	var n int64
+	for i := 0; i < len(spans); {
+		j := i
+		for j < len(spans) && spans[j].granted == spans[i].granted {
+			j++
+		}
+		for _, s := range spans[i:j] {
+			if s.granted != math.MaxInt64 && minBegan <= s.began-int64(tol) {
+				n++
+			}
+		}
+		for _, s := range spans[i:j] {
+			minBegan = min(minBegan, s.began)
+		}
+		i = j
+	}
+	return n
 }
 
 func cmpInt64(a, b int64) int {
@@ -166,15 +303,20 @@ func cmpInt64(a, b int64) int {
 
 // hotKeyPart is what one process of a hot-key row measured.
 type hotKeyPart struct {
-	PerWorker  []int64         `json:"per_worker"`
-	Failures   int64           `json:"failures"`
-	Open       int64           `json:"open"` // waiters still waiting at the end
-	Errors     int64           `json:"errors"`
-	FirstError string          `json:"first_error,omitempty"`
-	Waits      []time.Duration `json:"waits"`
-	Stamps     []int64         `json:"stamps"`  // Unix ns of each acquisition
-	Workers    []int32         `json:"workers"` // the worker of each stamp
-	Capped     bool            `json:"capped"`  // a worker hit its sample limit: stamps are incomplete
+	PerWorker  []int64          `json:"per_worker"`
+	Failures   int64            `json:"failures"`
+	Open       int64            `json:"open"` // waiters still waiting at the end
+	Errors     int64            `json:"errors"`
+	FirstError string           `json:"first_error,omitempty"`
+	Waits      []time.Duration  `json:"waits"`
+	Stamps     []int64          `json:"stamps"`     // Unix ns of each acquisition
+	Began      []int64          `json:"began"`      // Unix ns of the first Lock call of each stamp's wait
+	Workers    []int32          `json:"workers"`    // the worker of each stamp
+	OpenBegan  []int64          `json:"open_began"` // Unix ns of the first Lock call of each wait open at the end
+	Capped     bool             `json:"capped"`     // a worker hit its sample limit: stamps are incomplete
+	Reads      int64            `json:"reads,omitempty"`
+	Writes     int64            `json:"writes,omitempty"` // of a read-write lock: reads + writes = acquisitions
+	Sent       map[string]int64 `json:"sent"`             // commands the process's client sent, by name
 }
 
 // hotKeyChild is a process of a hot-key row: it opens the library, says
@@ -184,7 +326,8 @@ func hotKeyChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Wr
 	if err != nil {
 		return nil, err
 	}
-	lk, closeLib, err := lib.open(s.Addr)
+	sent := newSentCommands()
+	lk, closeLib, err := lib.open(s.Addr, sent)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +341,7 @@ func hotKeyChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Wr
 	if err := unlock(); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
+	sent0 := sent.snapshot()
 	if _, err := fmt.Fprintln(stdout, "ready"); err != nil {
 		return nil, err
 	}
@@ -224,33 +368,48 @@ func hotKeyChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Wr
 	}
 	wg.Wait()
 	stopProfile()
+	part := collectPart(stats, s.FirstID)
+	part.Sent = sentSince(sent0, sent.snapshot())
+	return part, nil
+}
 
+// collectPart gathers the waiters' stats into a process's part; the first
+// waiter's global number is firstID.
+func collectPart(stats []waiterStats, firstID int) *hotKeyPart {
 	part := &hotKeyPart{}
 	for i, st := range stats {
 		part.PerWorker = append(part.PerWorker, st.acquired)
 		part.Failures += st.failures
 		part.Open += st.open
 		part.Errors += st.errors
+		part.Reads += st.reads
+		part.Writes += st.writes
 		if part.FirstError == "" && st.firstError != nil {
 			part.FirstError = st.firstError.Error()
 		}
 		part.Waits = append(part.Waits, st.waits.samples...)
 		part.Stamps = append(part.Stamps, st.stamps...)
+		part.Began = append(part.Began, st.began...)
 		for range st.stamps {
-			part.Workers = append(part.Workers, int32(s.FirstID+i))
+			part.Workers = append(part.Workers, int32(firstID+i))
+		}
+		if st.open > 0 {
+			part.OpenBegan = append(part.OpenBegan, st.openBegan)
 		}
 		part.Capped = part.Capped || int64(len(st.stamps)) < st.acquired
 	}
-	return part, nil
+	return part
 }
 
 // waiterStats is what one waiter of a hot-key row saw.
 type waiterStats struct {
 	acquired, failures, errors int64
+	reads, writes              int64 // of a modeLocker's acquisitions
 	open                       int64 // waits still open at the end (0 or 1)
+	openBegan                  int64 // Unix ns the open wait began
 	firstError                 error
 	waits                      sampler
-	stamps                     []int64
+	stamps, began              []int64 // Unix ns of each acquisition and of its wait's first Lock call
 }
 
 // maxAcquisitions bounds one waiter's loop, whatever the time.
@@ -259,7 +418,8 @@ const maxAcquisitions = 10_000_000
 // hotKeyWaiter locks key, holds it for hold and unlocks it, until ctx ends.
 // Its wait runs from its first Lock call to the one that succeeds; a wait
 // still open when ctx ends counts with its length so far, so that a waiter
-// stuck for the whole row is not left out.
+// stuck for the whole row is not left out. Of a modeLocker it counts the
+// read and the write acquisitions.
 func hotKeyWaiter(ctx context.Context, lk locker, key string, hold time.Duration, limit int) waiterStats {
 	st := waiterStats{waits: sampler{limit: limit}}
 	note := func(err error) {
@@ -268,17 +428,27 @@ func hotKeyWaiter(ctx context.Context, lk locker, key string, hold time.Duration
 			st.firstError = err
 		}
 	}
+	lock := func(ctx context.Context) (func() error, bool, error) {
+		u, err := lk.Lock(ctx, key)
+		return u, false, err
+	}
+	ml, mixed := lk.(modeLocker)
+	if mixed {
+		lock = func(ctx context.Context) (func() error, bool, error) { return ml.LockMode(ctx, key) }
+	}
 	for ctx.Err() == nil && st.acquired < maxAcquisitions {
 		began := time.Now()
 		var unlock func() error
+		var read bool
 		for unlock == nil {
-			u, err := lk.Lock(ctx, key)
+			u, r, err := lock(ctx)
 			switch {
 			case err == nil:
-				unlock = u
+				unlock, read = u, r
 			case ctx.Err() != nil:
 				st.waits.add(time.Since(began))
 				st.open++
+				st.openBegan = began.UnixNano()
 				return st
 			case notAcquired(err):
 				st.failures++
@@ -288,9 +458,16 @@ func hotKeyWaiter(ctx context.Context, lk locker, key string, hold time.Duration
 		}
 		got := time.Now()
 		st.acquired++
+		switch {
+		case mixed && read:
+			st.reads++
+		case mixed:
+			st.writes++
+		}
 		st.waits.add(got.Sub(began))
 		if len(st.stamps) < limit {
 			st.stamps = append(st.stamps, got.UnixNano())
+			st.began = append(st.began, began.UnixNano())
 		}
 		if hold > 0 {
 			time.Sleep(hold) // the holder's work

@@ -51,8 +51,8 @@ type RedlockResults struct {
 // addresses joined with commas.
 var redlockLibraries = []*library{
 	{
-		Lib: Lib{ID: "relock-redlock", Name: "relock redlock", Variant: "redlock.New over 5 masters; wake-up driven", Label: "relock redlock", Client: "rueidis", Relock: true},
-		open: func(addrs string) (locker, func(), error) {
+		Lib: Lib{ID: "relock-redlock", Name: "relock redlock", Variant: "redlock.New over 5 masters; wake-up driven", Label: "relock redlock", Client: clientRueidis, Relock: true},
+		open: func(addrs string, sent *sentCommands) (locker, func(), error) {
 			var closers []func()
 			closeAll := func() {
 				for i := len(closers) - 1; i >= 0; i-- {
@@ -61,7 +61,7 @@ var redlockLibraries = []*library{
 			}
 			var nodes []*relock.Client
 			for _, addr := range strings.Split(addrs, ",") {
-				c, closeOne, err := newRelock(addr, nil)
+				c, closeOne, err := newRelock(rueidisOption(addr, false), sent.wrap)
 				if err != nil {
 					closeAll()
 					return nil, nil, err
@@ -73,12 +73,12 @@ var redlockLibraries = []*library{
 		},
 	},
 	{
-		Lib: Lib{ID: "redsync-redlock", Name: "redsync", Variant: "default, over 5 pools (its Redlock mode): 32 tries 50–250 ms apart, expiry 8 s", Label: "redsync 5 pools", Client: "go-redis"},
-		open: func(addrs string) (locker, func(), error) {
+		Lib: Lib{ID: "redsync-redlock", Name: "redsync", Variant: "default, over 5 pools (its Redlock mode): 32 tries 50–250 ms apart, expiry 8 s", Label: "redsync 5 pools", Client: clientGoRedis},
+		open: func(addrs string, sent *sentCommands) (locker, func(), error) {
 			var clients []*goredislib.Client
 			var pools []redis.Pool
 			for _, addr := range strings.Split(addrs, ",") {
-				rc := goredislib.NewClient(&goredislib.Options{Addr: addr})
+				rc := newGoRedis(addr, sent)
 				clients = append(clients, rc)
 				pools = append(pools, goredis.NewPool(rc))
 			}
@@ -212,8 +212,9 @@ func (r *runner) redlockHotKey(ctx context.Context, lib *library) HotKeyRow {
 	row := HotKeyRow{Lib: lib.Lib, Hold: hold, Processes: p.hotKeyProcs, Workers: p.hotKeyProcs * p.hotKeyWorkers, Seconds: p.hotKey.Seconds()}
 	key := r.key("redlock-hot", lib.ID)
 	lockers := make([]locker, p.hotKeyProcs)
+	sent := newSentCommands()
 	for i := range lockers {
-		lk, closeLib, err := lib.open(r.addr)
+		lk, closeLib, err := lib.open(r.addr, sent)
 		if err != nil {
 			row.Err = err.Error()
 			return row
@@ -235,6 +236,7 @@ func (r *runner) redlockHotKey(ctx context.Context, lib *library) HotKeyRow {
 		row.Err = err.Error()
 		return row
 	}
+	sent0 := sent.snapshot()
 	wctx, cancel := context.WithTimeout(ctx, p.hotKey)
 	defer cancel()
 	limit := max(1, p.maxSamples/row.Workers)
@@ -245,29 +247,14 @@ func (r *runner) redlockHotKey(ctx context.Context, lib *library) HotKeyRow {
 		wg.Go(func() { stats[i] = hotKeyWaiter(wctx, lk, key, hold, limit) })
 	}
 	wg.Wait()
+	sentRun := sentSince(sent0, sent.snapshot())
 	after, err := readStats(ctx, r.admin)
 	if err != nil {
 		row.Err = err.Error()
 		return row
 	}
-	part := &hotKeyPart{}
-	for i, st := range stats {
-		part.PerWorker = append(part.PerWorker, st.acquired)
-		part.Failures += st.failures
-		part.Open += st.open
-		part.Errors += st.errors
-		if part.FirstError == "" && st.firstError != nil {
-			part.FirstError = st.firstError.Error()
-		}
-		part.Waits = append(part.Waits, st.waits.samples...)
-		part.Stamps = append(part.Stamps, st.stamps...)
-		for range st.stamps {
-			part.Workers = append(part.Workers, int32(i))
-		}
-		part.Capped = part.Capped || int64(len(st.stamps)) < st.acquired
-	}
-	mergeHotKey(&row, []*hotKeyPart{part}, false)
-	row.Server = costSince(before, after, row.Acquisitions)
+	mergeHotKey(&row, []*hotKeyPart{collectPart(stats, 0)}, false)
+	row.Server = diff(before, after).cost(row.Acquisitions, sentRun)
 	return row
 }
 

@@ -57,9 +57,9 @@ var replicaLibraries = []*library{
 
 func replicaLibrary(id, variant, label string, opts ...relock.Option) *library {
 	return &library{
-		Lib: Lib{ID: id, Name: "relock mutex", Variant: variant, Label: label, Client: "rueidis", Relock: true},
-		open: func(addr string) (locker, func(), error) {
-			c, closeAll, err := newRelock(addr, nil, opts...)
+		Lib: Lib{ID: id, Name: "relock mutex", Variant: variant, Label: label, Client: clientRueidis, Relock: true},
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			c, closeAll, err := newRelock(rueidisOption(addr, false), sent.wrap, opts...)
 			if err != nil {
 				return nil, nil, err
 			}

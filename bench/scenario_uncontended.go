@@ -12,7 +12,9 @@ import (
 // TotalAlloc) over the timed loops divided by their operations, so they
 // count the whole process: the library's background goroutines included,
 // the benchmark's own loop excluded (its sample buffer is allocated
-// before).
+// before). Goroutine runs are counted the same way, from the runtime's
+// scheduling-latency histogram (see schedRuns): the wake-ups of the
+// library's goroutines and of its client's reader and writer included.
 //
 // Scenarios 1 and 2 run interleaved: every row runs a slice of its time in
 // turn, round after round. The cost of a round trip drifts (on a virtual
@@ -30,10 +32,12 @@ type seqRow struct {
 	close func() // nil: nothing to close
 	busy  bool   // a goroutine spins on one core while the row runs
 
-	samples        []time.Duration // capped at its capacity
-	mallocs, bytes uint64
-	server         serverDelta
-	err            error
+	samples              []time.Duration // capped at its capacity
+	mallocs, bytes, runs uint64
+	server               serverDelta
+	sent                 *sentCommands    // what the row's client sends; nil for the floor rows
+	sentRun              map[string]int64 // sent's counts over the timed loops
+	err                  error
 }
 
 // sequentialRows runs scenarios 1 and 2 interleaved.
@@ -87,7 +91,7 @@ func (r *runner) sequentialRows(ctx context.Context) ([]FloorRow, []LatencyRow) 
 	var lr []LatencyRow
 	for i, s := range locks {
 		row := latencyRow(libs[i], s)
-		r.logf("alone    %-28s p50 %-9v p99 %-9v %5.0f allocs/op %6.0f B/op %s", libs[i].ID, row.P50, row.P99, row.Allocs, row.Bytes, row.Err)
+		r.logf("alone    %-28s p50 %-9v p99 %-9v %5.0f allocs/op %6.0f B/op %5.1f runs/op %s", libs[i].ID, row.P50, row.P99, row.Allocs, row.Bytes, row.Runs, row.Err)
 		lr = append(lr, row)
 	}
 	return fr, lr
@@ -95,8 +99,8 @@ func (r *runner) sequentialRows(ctx context.Context) ([]FloorRow, []LatencyRow) 
 
 // lockRow returns lib's row of scenario 2, not yet run.
 func (r *runner) lockRow(lib *library) *seqRow {
-	s := &seqRow{name: lib.ID}
-	lk, closeLib, err := lib.open(r.addr)
+	s := &seqRow{name: lib.ID, sent: newSentCommands()}
+	lk, closeLib, err := lib.open(r.addr, s.sent)
 	if err != nil {
 		s.err = err
 		return s
@@ -152,8 +156,9 @@ func latencyRow(lib *library, s *seqRow) LatencyRow {
 	if n > 0 {
 		row.Allocs = float64(s.mallocs) / float64(n)
 		row.Bytes = float64(s.bytes) / float64(n)
+		row.Runs = float64(s.runs) / float64(n)
 	}
-	row.Server = s.server.cost(int64(n))
+	row.Server = s.server.cost(int64(n), s.sentRun)
 	return row
 }
 
@@ -184,9 +189,13 @@ func (s *seqRow) run(ctx context.Context, r *runner, d time.Duration) {
 		s.err = err
 		return
 	}
+	sent0 := s.sent.snapshot()
+	sched := newSchedRuns()
+	sched.read() // allocates its histogram before the loop
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	runs0 := sched.read()
 	end := time.Now().Add(d)
 	for len(s.samples) < cap(s.samples) {
 		t := time.Now()
@@ -199,7 +208,9 @@ func (s *seqRow) run(ctx context.Context, r *runner, d time.Duration) {
 		}
 		s.samples = append(s.samples, time.Since(t))
 	}
+	runs1 := sched.read()
 	runtime.ReadMemStats(&m1)
+	sent1 := s.sent.snapshot()
 	after, err := readStats(ctx, r.admin)
 	if err != nil {
 		s.err = err
@@ -207,7 +218,11 @@ func (s *seqRow) run(ctx context.Context, r *runner, d time.Duration) {
 	}
 	s.mallocs += m1.Mallocs - m0.Mallocs
 	s.bytes += m1.TotalAlloc - m0.TotalAlloc
+	s.runs += runs1 - runs0
 	s.server.add(diff(before, after))
+	if s.sent != nil {
+		s.sentRun = addSent(s.sentRun, sentSince(sent0, sent1))
+	}
 }
 
 // spin keeps one core busy until stop is closed.

@@ -3,28 +3,61 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/internal/roundtrip"
 )
 
 // Scenario 6: the cost of keeping leases alive. A child process holds many
-// leases of distinct names, each renewed every second by its library (a 3s
-// lease), and measures, over a window, the commands Redis processed, the
-// round trips its client asked for, its own CPU (getrusage) and Redis's
-// CPU. The same client with no lease held, measured first in the same
-// process, is the idle baseline.
+// leases of distinct names, each renewed by its library, and measures,
+// over a window, the commands Redis processed, the round trips its client
+// asked for, its own CPU (getrusage) and Redis's CPU. The same client with
+// no lease held, measured first in the same process, is the idle baseline.
+//
+// The comparison runs every library that renews on its own at the same
+// lease, watchdogTimeout (3 s, renewed every second), so that their
+// renewal costs compare. relock also runs at scale, alone: 1,000, 10,000
+// and 100,000 leases at its default lease, relock.DefaultWatchdogTimeout
+// (30 s, renewed every 10 s), which is what issue 14's target 6 is about;
+// at the comparison's lease, 100,000 leases would be 100,000 renewals a
+// second, which saturates a small machine's Redis and says nothing of
+// relock's own scaling. Its child also times how long taking the leases
+// took (keepConcurrency goroutines), the heap they hold (HeapAlloc after a
+// GC, before and after taking them), and Lock+Unlock of one more key, one
+// goroutine, before taking the leases and again while holding them, as the
+// root package's BenchmarkLockUnlockHeld does.
 
-func (r *runner) watchdogRows(ctx context.Context) []WatchdogRow {
-	var rows []WatchdogRow
+// renewEvery is how often relock and rueidislock renew a lease of lease
+// here: relock every third of its lease (WithWatchdogTimeout's contract),
+// rueidislock at the ExtendInterval it is given, a third of its
+// KeyValidity.
+func renewEvery(lease time.Duration) time.Duration { return lease / 3 }
+
+// keepShape is one watchdog row's setup.
+type keepShape struct {
+	leases int
+	lease  time.Duration // of every lease held
+	window time.Duration // measured while holding them
+	// loop and heldLoop are how long Lock+Unlock is timed before taking
+	// the leases and while holding them; 0: not timed.
+	loop, heldLoop time.Duration
+}
+
+// watchdogRows runs the comparison, every library at the plan's leases and
+// watchdogTimeout, and relock at each of its scaleLeases at its default
+// lease, into scale.
+func (r *runner) watchdogRows(ctx context.Context) (rows, scale []WatchdogRow) {
+	p := r.plan
 	noted := map[string]bool{}
 	for _, lib := range libraries {
 		if ctx.Err() != nil {
-			break
+			return rows, scale
 		}
 		if lib.keep == nil {
 			if lib.noKeep != "" && !noted[lib.Name] {
@@ -33,38 +66,50 @@ func (r *runner) watchdogRows(ctx context.Context) []WatchdogRow {
 			}
 			continue
 		}
-		row := r.watchdogRow(ctx, lib)
-		r.logf("watchdog %-28s %d/%d held, lost %d: %7.0f cmd/s %6.1f round trips/s, client CPU %5.1f%% (idle %4.1f%%), Redis CPU %5.1f%% %s",
-			lib.ID, row.Acquired, row.Leases, row.Lost, row.Held.CommandsSec, row.Held.RoundTripSec, 100*row.Held.ClientCPU, 100*row.Idle.ClientCPU, 100*row.Held.RedisCPU, row.Err)
-		rows = append(rows, row)
+		rows = append(rows, r.watchdogRow(ctx, lib, keepShape{leases: p.leases, lease: watchdogTimeout, window: p.window}))
 	}
-	return rows
+	lib, err := libraryByID("relock")
+	if err != nil {
+		return rows, scale
+	}
+	for _, n := range p.scaleLeases {
+		if ctx.Err() != nil {
+			break
+		}
+		scale = append(scale, r.watchdogRow(ctx, lib, keepShape{leases: n, lease: relock.DefaultWatchdogTimeout, window: p.scaleWindow, loop: p.lockLoop, heldLoop: p.heldLoop}))
+	}
+	return rows, scale
 }
 
-func (r *runner) watchdogRow(ctx context.Context, lib *library) WatchdogRow {
+// watchdogRow runs lib's child in shape.
+func (r *runner) watchdogRow(ctx context.Context, lib *library, shape keepShape) WatchdogRow {
 	p := r.plan
-	row := WatchdogRow{Lib: lib.Lib, Renews: true, Leases: p.leases}
-	budget := p.idle + p.settle + p.window + 3*time.Minute
+	row := WatchdogRow{Lib: lib.Lib, Renews: true, Leases: shape.leases, Lease: shape.lease, RenewEvery: renewEvery(shape.lease)}
+	budget := p.idle + p.settle + shape.window + shape.loop + shape.heldLoop + 3*time.Minute
 	c, err := spawnChild(ctx, childSpec{
-		Mode: "watchdog", Addr: r.addr, Lib: lib.ID, Prefix: r.key("keep", lib.ID),
-		Leases: p.leases, Idle: p.idle, Settle: p.settle, Window: p.window, Limit: budget,
+		Mode: "watchdog", Addr: r.addr, Lib: lib.ID, Prefix: r.key("keep", lib.ID, fmt.Sprint(shape.leases), shape.lease.String()),
+		Leases: shape.leases, Lease: shape.lease, Idle: p.idle, Settle: p.settle, Window: shape.window, Loop: shape.loop, HeldLoop: shape.heldLoop, Limit: budget,
 	})
 	if err != nil {
 		row.Err = err.Error()
-		return row
+	} else {
+		defer c.kill()
+		res, err := c.result(budget)
+		if err != nil {
+			row.Err = err.Error()
+		} else {
+			row = *res.Watchdog
+		}
 	}
-	defer c.kill()
-	res, err := c.result(budget)
-	if err != nil {
-		row.Err = err.Error()
-		return row
-	}
-	return *res.Watchdog
+	r.logf("watchdog %-28s %d/%d held (lease %v, renewed every %v) in %.2fs, lost %d: %7.0f cmd/s %6.1f round trips/s, client CPU %5.1f%% (idle %4.1f%%), Redis CPU %5.1f%%, %.0f B/lease, Lock+Unlock %.0f/s (none held %.0f/s) %s",
+		lib.ID, row.Acquired, row.Leases, row.Lease, row.RenewEvery, row.AcquireSec, row.Lost, row.Held.CommandsSec, row.Held.RoundTripSec, 100*row.Held.ClientCPU, 100*row.Idle.ClientCPU, 100*row.Held.RedisCPU,
+		row.HeapPerLease, row.LockUnlockHeld, row.LockUnlockIdle, row.Err)
+	return row
 }
 
 // keepConcurrency is how many leases a watchdog child takes or releases at
-// once.
-const keepConcurrency = 32
+// once: 64 goroutines, as BenchmarkLockUnlockHeld takes its leases.
+const keepConcurrency = 64
 
 // watchdogChild is the process of a watchdog row.
 func watchdogChild(ctx context.Context, s childSpec) (*WatchdogRow, error) {
@@ -72,8 +117,11 @@ func watchdogChild(ctx context.Context, s childSpec) (*WatchdogRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	row := &WatchdogRow{Lib: lib.Lib, Renews: true, Leases: s.Leases}
-	k, calls, closeK, err := lib.keep(s.Addr)
+	if s.Lease <= 0 {
+		return nil, fmt.Errorf("lease %v: must be positive", s.Lease)
+	}
+	row := &WatchdogRow{Lib: lib.Lib, Renews: true, Leases: s.Leases, Lease: s.Lease, RenewEvery: renewEvery(s.Lease)}
+	k, calls, closeK, err := lib.keep(s.Addr, s.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +143,14 @@ func watchdogChild(ctx context.Context, s childSpec) (*WatchdogRow, error) {
 	if row.Idle, err = measureWindow(ctx, admin, calls, s.Idle); err != nil {
 		return nil, err
 	}
+	hot := s.Prefix + ":hot"
+	if row.LockUnlockIdle, err = lockLoop(ctx, k, hot, s.Loop); err != nil {
+		return nil, err
+	}
 
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	lost := make([]<-chan struct{}, s.Leases)
 	releases := make([]func() error, s.Leases)
 	var firstErr atomic.Value
@@ -114,6 +169,11 @@ func watchdogChild(ctx context.Context, s childSpec) (*WatchdogRow, error) {
 			row.Acquired++
 		}
 	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	if row.Acquired > 0 {
+		row.HeapPerLease = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(row.Acquired)
+	}
 	if e, ok := firstErr.Load().(string); ok {
 		row.Err = fmt.Sprintf("%d leases not acquired, first: %s", s.Leases-row.Acquired, e)
 	}
@@ -121,6 +181,9 @@ func watchdogChild(ctx context.Context, s childSpec) (*WatchdogRow, error) {
 		return nil, err
 	}
 	if row.Held, err = measureWindow(ctx, admin, calls, s.Window); err != nil {
+		return nil, err
+	}
+	if row.LockUnlockHeld, err = lockLoop(ctx, k, hot, s.HeldLoop); err != nil {
 		return nil, err
 	}
 	for _, l := range lost {
@@ -139,6 +202,28 @@ func watchdogChild(ctx context.Context, s childSpec) (*WatchdogRow, error) {
 		}
 	})
 	return row, nil
+}
+
+// lockLoop locks and unlocks key through k, one goroutine, for d, and
+// returns the operations per second; nothing for d = 0.
+func lockLoop(ctx context.Context, k keeper, key string, d time.Duration) (float64, error) {
+	if d <= 0 {
+		return 0, nil
+	}
+	n := 0
+	start := time.Now()
+	end := start.Add(d)
+	for time.Now().Before(end) {
+		unlock, err := k.Lock(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("Lock+Unlock: %w", err)
+		}
+		if err := unlock(); err != nil {
+			return 0, fmt.Errorf("Lock+Unlock: unlock: %w", err)
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
 }
 
 // measureWindow measures d of this process and the server.

@@ -69,20 +69,21 @@ func readStats(ctx context.Context, rc rueidis.Client) (serverStats, error) {
 
 // serverDelta is what the server did between two snapshots.
 type serverDelta struct {
-	commands, usec int64
-	cpu            float64
-	calls          map[string]int64
+	commands int64
+	cpu      float64
+	calls    map[string]int64 // per command, from INFO commandstats
+	usec     map[string]int64 // per command, from INFO commandstats
 }
 
 // diff returns what the server did from before to after. The INFO that
 // took before is subtracted.
 func diff(before, after serverStats) serverDelta {
-	d := serverDelta{commands: after.commands - before.commands - 1, cpu: after.cpu - before.cpu, calls: map[string]int64{}}
+	d := serverDelta{commands: after.commands - before.commands - 1, cpu: after.cpu - before.cpu, calls: map[string]int64{}, usec: map[string]int64{}}
 	for name, a := range after.cmds {
 		b := before.cmds[name]
 		if n := a.calls - b.calls; n > 0 {
 			d.calls[name] = n
-			d.usec += a.usec - b.usec
+			d.usec[name] = a.usec - b.usec
 		}
 	}
 	return d
@@ -91,24 +92,62 @@ func diff(before, after serverStats) serverDelta {
 // add accumulates o into d.
 func (d *serverDelta) add(o serverDelta) {
 	d.commands += o.commands
-	d.usec += o.usec
 	d.cpu += o.cpu
 	if d.calls == nil {
-		d.calls = map[string]int64{}
+		d.calls, d.usec = map[string]int64{}, map[string]int64{}
 	}
 	for k, v := range o.calls {
 		d.calls[k] += v
 	}
+	for k, v := range o.usec {
+		d.usec[k] += v
+	}
 }
 
-// cost renders d per op when ops > 0.
-func (d serverDelta) cost(ops int64) ServerCost {
-	c := ServerCost{Commands: d.commands, Usec: d.usec, CPU: d.cpu}
+// scriptCalls are the commands that run a script: each is one round trip's
+// worth of work, whatever the script calls.
+var scriptCalls = []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"}
+
+// topLevel reports whether name is a command that no script runs here: a
+// script call, a command Redis refuses inside scripts (transactions, WAIT,
+// pub/sub, connection set-up), or PING, which rueidis and go-redis send on
+// their own to check connections.
+func topLevel(name string) bool {
+	switch name {
+	case "multi", "exec", "discard", "watch", "unwatch", "wait",
+		"subscribe", "unsubscribe", "psubscribe", "punsubscribe", "ssubscribe", "sunsubscribe",
+		"hello", "auth", "client", "ping":
+		return true
+	}
+	return slices.Contains(scriptCalls, name)
+}
+
+// cost renders d per op when ops > 0. sent is what the row's clients sent,
+// by command (nil when not counted): the Redis time is that of the
+// commands a client sent, a script call's own time including the commands
+// its script ran, and not the sum over INFO commandstats, which counts
+// those commands a second time on their own lines. A command that is
+// neither top-level nor counted by the client counts as run by scripts;
+// one a client sent some of the time counts in the share it sent.
+func (d serverDelta) cost(ops int64, sent map[string]int64) ServerCost {
+	c := ServerCost{Commands: d.commands, CPU: d.cpu, UsecKnown: sent != nil}
+	for name, n := range d.calls {
+		if slices.Contains(scriptCalls, name) {
+			c.Scripts += n
+		}
+		switch {
+		case topLevel(name):
+			c.Usec += d.usec[name]
+		case sent[name] > 0:
+			c.Usec += d.usec[name] * min(sent[name], n) / n
+		}
+	}
 	if ops <= 0 {
 		return c
 	}
 	c.PerOp = float64(d.commands) / float64(ops)
-	c.UsecOp = float64(d.usec) / float64(ops)
+	c.UsecOp = float64(c.Usec) / float64(ops)
+	c.ScriptsOp = float64(c.Scripts) / float64(ops)
 	type named struct {
 		name  string
 		calls int64
@@ -133,9 +172,4 @@ func (d serverDelta) cost(ops int64) ServerCost {
 	}
 	c.Top = strings.Join(parts, ", ")
 	return c
-}
-
-// costSince returns what the server did from before to after, per op.
-func costSince(before, after serverStats, ops int64) ServerCost {
-	return diff(before, after).cost(ops)
 }

@@ -2,90 +2,292 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
-// The issue's targets for relock's plain mutex.
+// Issue 14's round-2 targets for relock, by the issue's numbering.
 const (
-	targetUncontended  = 2.2  // uncontended p50 ≤ 2.2× PING p50
-	targetVsRueidis    = 1.0  // distinct keys ≥ rueidislock
-	targetVsRedsync    = 3.0  // distinct keys ≥ 3× redsync
-	targetVsBsm        = 2.0  // distinct keys ≥ 2× bsm
-	targetCeiling      = 0.5  // hot-key handoffs ≥ 50% of 1/(2·RTT)
-	targetVsRedsyncHot = 10.0 // hot-key handoffs ≥ 10× redsync's default
+	targetRunsVsScripts    = 1.0  // 1: goroutine runs per Lock+Unlock ≤ the scripts alone's
+	runsTolerance          = 0.05 // 1: judged within this share, the runs being sampled (schedSampling)
+	targetAllocs           = 25.0 // 1: allocations per Lock+Unlock
+	targetP50VsScripts     = 1.15 // 2: uncontended p50 ≤ 1.15× the scripts alone's
+	targetNoPipeVsPing     = 1.6  // 2: DisableAutoPipelining p50 ≤ 1.6× rueidis PING p50, pipelined
+	targetVsBsm            = 2.0  // 3: distinct keys ≥ 2× bsm/redislock
+	targetVsRedsync        = 2.5  // 3: distinct keys ≥ 2.5× redsync
+	targetVsRueidisTuned   = 1.0  // 3: distinct keys ≥ rueidislock, KeyMajority 1
+	targetFairVsMutex      = 1.0  // 4: fair handoffs/s ≥ the mutex's, zero hold
+	targetFairWaitMax      = 3.0  // 4: fair wait max ≤ 3× its wait p99
+	targetSpreadVsMain     = 0.8  // 4: 16 processes × 2 ≥ 0.8× 2 processes × 16
+	targetSpreadCommands   = 15.0 // 4: Redis commands per handoff, 16 processes × 2
+	targetRWCommands       = 20.0 // 5: Redis commands per handoff, rwlock 90/10
+	targetHeldVsNone       = 0.8  // 6: Lock+Unlock/s with 100k held ≥ 0.8× with none
+	targetTake             = 10 * time.Second
+	targetRenewTrips       = 1.0 // 6: round trips per 100 renewals due
+	targetEvalshaFanOut    = 2.0 // 7: EVALSHA/handoff at 1,000 waiters ≤ 2× at 10
+	targetFanOutBase       = 10  // 7: the waiters the fan-out is compared with
+	targetFanOutMaxWaiters = 1000
 )
 
-// rtt returns the round-trip floor: the PING p50 through rueidis.
+// The kinds whose spread and waiters rows the targets check.
+var waitKinds = []string{"relock", "relock-reentrant", "relock-fair"}
+
+// rtt returns the round-trip floor: the PING p50 through rueidis's
+// pipeline goroutines, the path of the default rueidis client's rows.
 func rtt(res *Results) time.Duration {
+	return clientFloor(res, clientRueidis)
+}
+
+// clientFloor returns the PING p50 of client's floor row (see floorOf).
+func clientFloor(res *Results, client string) time.Duration {
+	if p := floorP50(res, floorOf(client)); p > 0 {
+		return p
+	}
+	// Results written before the floor rows named their path.
+	return floorP50(res, client)
+}
+
+// floorP50 returns the PING p50 of the floor row named name.
+func floorP50(res *Results, name string) time.Duration {
 	for _, f := range res.Floor {
-		if f.Client == "rueidis" && f.Err == "" {
+		if f.Client == name && f.Err == "" {
 			return f.P50
 		}
 	}
 	return 0
 }
 
-// clientFloor returns the PING p50 through client.
-func clientFloor(res *Results, client string) time.Duration {
-	for _, f := range res.Floor {
-		if f.Client == client && f.Err == "" {
-			return f.P50
-		}
-	}
-	return 0
+// target starts a Target of issue item n.
+func target(n int, scenario, lib, name, short, want string) Target {
+	return Target{Issue: n, Scenario: scenario, Lib: lib, Name: name, Short: short, Want: want}
 }
+
+// set records the measured ratio and verdict, with brief the figure the
+// copyable table shows and got the figures behind it.
+func (t *Target) set(ratio float64, pass bool, brief, got string, args ...any) {
+	t.Known, t.Ratio, t.Pass, t.Brief, t.Got = true, ratio, pass, brief, fmt.Sprintf(got, args...)
+}
+
+// times renders a ratio for the copyable table.
+func times(r float64) string { return fmt.Sprintf("%.2f×", r) }
 
 // evaluate checks the targets against the results.
 func evaluate(res *Results) []Target {
 	var ts []Target
-	floor := rtt(res)
+	u, alone, np := uncontended(res, "relock"), uncontended(res, "relock-scripts"), uncontended(res, "relock-nopipe")
 
-	t := Target{Name: "uncontended Lock+Unlock p50", Want: fmt.Sprintf("≤ %.1f× PING p50", targetUncontended), Scenario: "uncontended"}
-	if u := uncontended(res, "relock"); u != nil && floor > 0 {
-		t.Known = true
-		t.Ratio = float64(u.P50) / float64(floor)
-		t.Pass = t.Ratio <= targetUncontended
-		t.Got = fmt.Sprintf("%.2f× (%s vs PING %s)", t.Ratio, fmtDur(u.P50), fmtDur(floor))
+	// 1. No goroutine wake-ups on the uncontended path.
+	t := target(1, "uncontended", "relock", "uncontended Lock+Unlock: goroutine runs per op vs relock's scripts alone", "goroutine runs per Lock+Unlock ÷ the scripts alone's",
+		fmt.Sprintf("≤ %.1f× (±%.0f%%: sampled 1 in %d)", targetRunsVsScripts, 100*runsTolerance, schedSampling))
+	if u != nil && alone != nil && alone.Runs > 0 {
+		r := u.Runs / alone.Runs
+		// The runtime records 1 run in schedSampling, so the ×8 estimates
+		// of both rows are noisy: a ratio within runsTolerance above the
+		// bound is not told apart from it.
+		within := ""
+		if r > targetRunsVsScripts && r <= targetRunsVsScripts+runsTolerance {
+			within = fmt.Sprintf("; above %.1f× but within the %.0f%% sampling tolerance", targetRunsVsScripts, 100*runsTolerance)
+		}
+		// Three decimals: the two are often within a percent.
+		t.set(r, r <= targetRunsVsScripts+runsTolerance, fmt.Sprintf("%.3f×", r), "%.3f× (%.2f vs %.2f runs/op)%s", r, u.Runs, alone.Runs, within)
+	}
+	ts = append(ts, t)
+	t = target(1, "uncontended", "relock", "uncontended Lock+Unlock: allocations per op", "allocations per Lock+Unlock", fmt.Sprintf("≤ %.0f", targetAllocs))
+	if u != nil {
+		t.set(u.Allocs/targetAllocs, u.Allocs <= targetAllocs, fmt.Sprintf("%.0f", u.Allocs), "%.0f allocs/op (%.2f× the bound; the scripts alone %.0f)", u.Allocs, u.Allocs/targetAllocs, allocsOf(alone))
 	}
 	ts = append(ts, t)
 
+	// 2. Uncontended latency, and the low-latency setup.
+	t = target(2, "uncontended", "relock", "uncontended Lock+Unlock p50 vs relock's scripts alone, same client", "uncontended p50 ÷ the scripts alone's",
+		fmt.Sprintf("≤ %.2f×", targetP50VsScripts))
+	if u != nil && alone != nil && alone.P50 > 0 {
+		r := float64(u.P50) / float64(alone.P50)
+		t.set(r, r <= targetP50VsScripts, times(r), "%.2f× (%s vs %s)", r, fmtDur(u.P50), fmtDur(alone.P50))
+	}
+	ts = append(ts, t)
+	// Against the PING through rueidis's pipeline goroutines, as the issue
+	// states it: a Lock+Unlock is two round trips, so against the
+	// synchronous PING its ratio cannot go below 2.0×.
+	t = target(2, "uncontended", "relock-nopipe", "DisableAutoPipelining: uncontended Lock+Unlock p50 vs rueidis PING p50 through the pipeline goroutines (and its distinct-keys throughput)",
+		"DisableAutoPipelining: p50 ÷ pipelined PING p50", fmt.Sprintf("≤ %.1f× pipelined PING (throughput cost stated)", targetNoPipeVsPing))
+	if pipelined := floorP50(res, floorPipelined); np != nil && pipelined > 0 {
+		r := float64(np.P50) / float64(pipelined)
+		cost, brief := "distinct keys not measured", "distinct keys –"
+		if d, dn := distinct(res, "relock"), distinct(res, "relock-nopipe"); d != nil && dn != nil {
+			brief = fmt.Sprintf("distinct keys %.2f× the default's ops/s", dn.OpsPerSec/d.OpsPerSec)
+			cost = fmt.Sprintf("distinct keys: %s ops/s, %.2f× the default client's %s", fmtRate(dn.OpsPerSec), dn.OpsPerSec/d.OpsPerSec, fmtRate(d.OpsPerSec))
+		}
+		vsSync := ""
+		if sync := floorP50(res, floorSync); sync > 0 {
+			vsSync = fmt.Sprintf("; vs the synchronous PING (%s) %.2f×, where two round trips make 2.0× the floor", fmtDur(sync), float64(np.P50)/float64(sync))
+		}
+		t.set(r, r <= targetNoPipeVsPing, times(r)+"; "+brief, "%.2f× (%s vs pipelined PING %s%s); %s", r, fmtDur(np.P50), fmtDur(pipelined), vsSync, cost)
+	}
+	ts = append(ts, t)
+
+	// 3. 64 goroutines on distinct keys.
 	for _, peer := range []struct {
 		id, name string
 		want     float64
-	}{{"rueidislock", "rueidislock (default)", targetVsRueidis}, {"redsync", "redsync (default)", targetVsRedsync}, {"bsm", "bsm/redislock (default)", targetVsBsm}} {
-		t := Target{Name: "64 goroutines, distinct keys: ops/s vs " + peer.name, Want: fmt.Sprintf("≥ %.0f×", peer.want), Scenario: "distinct"}
+	}{{"bsm", "bsm/redislock (default)", targetVsBsm}, {"redsync", "redsync (default)", targetVsRedsync}, {"rueidislock-1key", "rueidislock (KeyMajority 1)", targetVsRueidisTuned}} {
+		t := target(3, "distinct", "relock", "64 goroutines, distinct keys: ops/s vs "+peer.name, "distinct keys ÷ "+peer.name, fmt.Sprintf("≥ %.1f×", peer.want))
 		rl, p := distinct(res, "relock"), distinct(res, peer.id)
 		if rl != nil && p != nil && p.OpsPerSec > 0 {
-			t.Known = true
-			t.Ratio = rl.OpsPerSec / p.OpsPerSec
-			t.Pass = t.Ratio >= peer.want
-			t.Got = fmt.Sprintf("%.2f× (%s vs %s ops/s)", t.Ratio, fmtRate(rl.OpsPerSec), fmtRate(p.OpsPerSec))
+			r := rl.OpsPerSec / p.OpsPerSec
+			t.set(r, r >= peer.want, times(r), "%.2f× (%s vs %s ops/s)", r, fmtRate(rl.OpsPerSec), fmtRate(p.OpsPerSec))
 		}
 		ts = append(ts, t)
 	}
 
-	t = Target{Name: "hot key, zero hold: handoffs/s vs the ceiling 1/(2·RTT)", Want: fmt.Sprintf("≥ %.0f%%", 100*targetCeiling), Scenario: "hotkey"}
-	if h := hotKey(res, "relock", 0); h != nil && floor > 0 {
-		ceiling := 1 / (2 * floor.Seconds())
-		t.Known = true
-		t.Ratio = h.HandoffsSec / ceiling
-		t.Pass = t.Ratio >= targetCeiling
-		t.Got = fmt.Sprintf("%.0f%% (%s of %s handoffs/s)", 100*t.Ratio, fmtRate(h.HandoffsSec), fmtRate(ceiling))
+	// 4. The fair lock, and one wake-up per lock rather than per process.
+	fair, mx := hotKey(res, "relock-fair", 0), hotKey(res, "relock", 0)
+	t = target(4, "hotkey", "relock-fair", "hot key, zero hold, 2 processes × 16: fair lock's handoffs/s vs the mutex's", "fair handoffs/s ÷ the mutex's (zero hold)",
+		fmt.Sprintf("≥ %.1f×", targetFairVsMutex))
+	if fair != nil && mx != nil && mx.HandoffsSec > 0 {
+		r := fair.HandoffsSec / mx.HandoffsSec
+		t.set(r, r >= targetFairVsMutex, times(r), "%.2f× (%s vs %s handoffs/s)", r, fmtRate(fair.HandoffsSec), fmtRate(mx.HandoffsSec))
+	}
+	ts = append(ts, t)
+	t = target(4, "hotkey", "relock-fair", fmt.Sprintf("hot key, zero hold: fair lock's FIFO violations (grants overtaking a waiter that began ≥ %s earlier)", fmtDur(fifoTolerance)),
+		"fair FIFO violations", "0")
+	if fair != nil && fair.FIFOViolations >= 0 {
+		r := float64(fair.FIFOViolations) / float64(max(fair.Acquisitions, 1))
+		t.set(r, fair.FIFOViolations == 0, fmt.Sprint(fair.FIFOViolations), "%d of %s grants", fair.FIFOViolations, fmtRate(float64(fair.Acquisitions)))
+	}
+	ts = append(ts, t)
+	t = target(4, "hotkey", "relock-fair", "hot key, zero hold: fair lock's wait max vs its wait p99", "fair wait max ÷ wait p99", fmt.Sprintf("≤ %.0f×", targetFairWaitMax))
+	if fair != nil && fair.WaitP99 > 0 {
+		r := float64(fair.WaitMax) / float64(fair.WaitP99)
+		t.set(r, r <= targetFairWaitMax, times(r), "%.2f× (%s vs %s)", r, fmtDur(fair.WaitMax), fmtDur(fair.WaitP99))
+	}
+	ts = append(ts, t)
+	for _, id := range waitKinds {
+		sp, main := spread(res, id), hotKey(res, id, 0)
+		shape := "16 processes × 2"
+		if sp != nil {
+			shape = fmt.Sprintf("%d processes × %d", sp.Processes, sp.Workers/max(sp.Processes, 1))
+		}
+		t := target(4, "spread", id, fmt.Sprintf("hot key, zero hold, %s: %s handoffs/s vs its 2 processes × 16", shape, kindName(id)),
+			kindName(id)+": handoffs/s, "+shape+" ÷ 2 × 16", fmt.Sprintf("≥ %.1f×", targetSpreadVsMain))
+		if sp != nil && main != nil && main.HandoffsSec > 0 {
+			r := sp.HandoffsSec / main.HandoffsSec
+			t.set(r, r >= targetSpreadVsMain, times(r), "%.2f× (%s vs %s handoffs/s)", r, fmtRate(sp.HandoffsSec), fmtRate(main.HandoffsSec))
+		}
+		ts = append(ts, t)
+		t = target(4, "spread", id, fmt.Sprintf("hot key, zero hold, %s: %s Redis commands per handoff", shape, kindName(id)),
+			kindName(id)+": Redis commands/handoff, "+shape, fmt.Sprintf("≤ %.0f", targetSpreadCommands))
+		if sp != nil && sp.Acquisitions > 0 {
+			t.set(sp.Server.PerOp/targetSpreadCommands, sp.Server.PerOp <= targetSpreadCommands, fmt.Sprintf("%.1f", sp.Server.PerOp), "%.1f (%.2f× the bound)", sp.Server.PerOp, sp.Server.PerOp/targetSpreadCommands)
+		}
+		ts = append(ts, t)
+	}
+
+	// 5. The read-write lock.
+	t = target(5, "hotkey-rw", "relock-rwlock-mix", "hot key, zero hold, rwlock 90% RLock / 10% Lock: Redis commands per handoff (reads and writes per second)",
+		"rwlock 90/10: Redis commands/handoff", fmt.Sprintf("≤ %.0f", targetRWCommands))
+	if rw := hotKey(res, "relock-rwlock-mix", 0); rw != nil && rw.Acquisitions > 0 {
+		t.set(rw.Server.PerOp/targetRWCommands, rw.Server.PerOp <= targetRWCommands, fmt.Sprintf("%.1f", rw.Server.PerOp), "%.1f (%.2f× the bound); %s reads/s, %s writes/s",
+			rw.Server.PerOp, rw.Server.PerOp/targetRWCommands, fmtRate(rw.ReadsSec), fmtRate(rw.WritesSec))
 	}
 	ts = append(ts, t)
 
-	for _, hold := range []time.Duration{0, time.Millisecond} {
-		t := Target{Name: fmt.Sprintf("hot key, %s hold: handoffs/s vs redsync (default)", fmtHold(hold)), Want: fmt.Sprintf("≥ %.0f×", targetVsRedsyncHot), Scenario: "hotkey"}
-		rl, rs := hotKey(res, "relock", hold), hotKey(res, "redsync", hold)
-		if rl != nil && rs != nil && rs.HandoffsSec > 0 {
-			t.Known = true
-			t.Ratio = rl.HandoffsSec / rs.HandoffsSec
-			t.Pass = t.Ratio >= targetVsRedsyncHot
-			t.Got = fmt.Sprintf("%.1f× (%s vs %s handoffs/s)", t.Ratio, fmtRate(rl.HandoffsSec), fmtRate(rs.HandoffsSec))
+	// 6. The watchdog at scale: relock's largest row.
+	scale := watchdogScale(res)
+	var big *WatchdogRow
+	if len(scale) > 0 {
+		big = &scale[len(scale)-1]
+	}
+	n, lease, every := "100k", "", ""
+	if big != nil {
+		n = fmtCount(big.Leases)
+		if big.Lease > 0 {
+			lease = fmt.Sprintf(" (%s lease, renewed every %s)", fmtDur(big.Lease), fmtDur(big.RenewEvery))
+			every = ", renewed every " + fmtDur(big.RenewEvery)
+		}
+	}
+	t = target(6, "watchdog", "relock", fmt.Sprintf("Lock+Unlock/s with %s leases held%s vs with none", n, lease), "Lock+Unlock/s with "+n+" held ÷ with none",
+		fmt.Sprintf("≥ %.1f×", targetHeldVsNone))
+	if big != nil && big.LockUnlockIdle > 0 && big.Acquired > 0 {
+		r := big.LockUnlockHeld / big.LockUnlockIdle
+		t.set(r, r >= targetHeldVsNone, times(r), "%.2f× (%s vs %s per s)", r, fmtRate(big.LockUnlockHeld), fmtRate(big.LockUnlockIdle))
+	}
+	ts = append(ts, t)
+	t = target(6, "watchdog", "relock", fmt.Sprintf("taking %s leases%s (%d goroutines; heap per held lease reported)", n, lease, keepConcurrency), "taking "+n+" leases",
+		"≤ "+fmtDur(targetTake))
+	if big != nil && big.Acquired > 0 {
+		r := big.AcquireSec / targetTake.Seconds()
+		t.set(r, big.Acquired == big.Leases && r <= 1, fmtSeconds(big.AcquireSec)+"; "+fmtRate(big.HeapPerLease)+" B/lease", "%s (%.2f× the bound); %s of %s taken; heap %s B per held lease", fmtSeconds(big.AcquireSec), r,
+			fmtRate(float64(big.Acquired)), fmtRate(float64(big.Leases)), fmtRate(big.HeapPerLease))
+	}
+	ts = append(ts, t)
+	t = target(6, "watchdog", "relock", fmt.Sprintf("renewing %s leases%s: round trips per 100 renewals due", n, lease), "round trips per 100 renewals due, "+n+" held"+every,
+		fmt.Sprintf("≤ %.0f", targetRenewTrips))
+	if big != nil && big.Acquired > 0 {
+		if r, ok := tripsPer100Due(*big); ok {
+			t.set(r, r <= targetRenewTrips && big.Lost == 0, fmt.Sprintf("%.3f", r), "%.3f (%s round trips/s for %s renewals due/s, over %s); %d lost", r, fmtRate(big.Held.RoundTripSec-big.Idle.RoundTripSec),
+				fmtRate(float64(big.Acquired)/big.RenewEvery.Seconds()), fmtSeconds(big.Held.Seconds), big.Lost)
+		}
+	}
+	ts = append(ts, t)
+
+	// 7. Waiters at scale: a release wakes O(1) waiters.
+	most := targetFanOutMaxWaiters
+	if len(res.Waiters) > 0 {
+		most = 0
+		for _, w := range res.Waiters {
+			most = max(most, w.Workers)
+		}
+	}
+	for _, id := range waitKinds {
+		t := target(7, "waiters", id, fmt.Sprintf("%s: EVALSHA per handoff at %s waiters vs at %d (a release wakes O(1) waiters)", kindName(id), fmtCount(most), targetFanOutBase),
+			fmt.Sprintf("%s: EVALSHA/handoff, %s waiters ÷ %d", kindName(id), fmtCount(most), targetFanOutBase), fmt.Sprintf("≤ %.0f×", targetEvalshaFanOut))
+		lo, hi := waitersAt(res, id, targetFanOutBase), waitersAt(res, id, most)
+		if lo != nil && hi != nil && lo.Server.ScriptsOp > 0 {
+			r := hi.Server.ScriptsOp / lo.Server.ScriptsOp
+			t.set(r, r <= targetEvalshaFanOut, times(r), "%.2f× (%.2f vs %.2f EVALSHA/handoff)", r, hi.Server.ScriptsOp, lo.Server.ScriptsOp)
 		}
 		ts = append(ts, t)
 	}
 	return ts
+}
+
+// tripsPer100Due returns k's renewal round trips per 100 renewals due:
+// round trips per second above idle ÷ (leases ÷ renewal interval ÷ 100).
+func tripsPer100Due(k WatchdogRow) (float64, bool) {
+	if k.Acquired == 0 || k.RenewEvery <= 0 {
+		return 0, false
+	}
+	due := float64(k.Acquired) / k.RenewEvery.Seconds()
+	return (k.Held.RoundTripSec - k.Idle.RoundTripSec) / (due / 100), true
+}
+
+func allocsOf(r *LatencyRow) float64 {
+	if r == nil {
+		return 0
+	}
+	return r.Allocs
+}
+
+// kindName names a relock row's kind.
+func kindName(id string) string {
+	switch id {
+	case "relock":
+		return "mutex"
+	case "relock-reentrant":
+		return "reentrant"
+	case "relock-fair":
+		return "fair"
+	}
+	return id
+}
+
+// fmtCount renders 1000 as 1k, 100000 as 100k.
+func fmtCount(n int) string {
+	if n >= 1000 && n%1000 == 0 {
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
 }
 
 func uncontended(res *Results, id string) *LatencyRow {
@@ -113,4 +315,36 @@ func hotKey(res *Results, id string, hold time.Duration) *HotKeyRow {
 		}
 	}
 	return nil
+}
+
+func spread(res *Results, id string) *HotKeyRow {
+	for i := range res.Spread {
+		if r := &res.Spread[i]; r.ID == id && r.Err == "" {
+			return r
+		}
+	}
+	return nil
+}
+
+// waitersAt returns id's waiters-at-scale row with n waiters.
+func waitersAt(res *Results, id string, n int) *HotKeyRow {
+	for i := range res.Waiters {
+		if r := &res.Waiters[i]; r.ID == id && r.Workers == n && r.Err == "" && r.Acquisitions > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// watchdogScale returns relock's watchdog rows at scale, by number of
+// leases.
+func watchdogScale(res *Results) []WatchdogRow {
+	var rows []WatchdogRow
+	for _, k := range res.WatchdogScale {
+		if k.ID == "relock" && k.Renews {
+			rows = append(rows, k)
+		}
+	}
+	slices.SortFunc(rows, func(a, b WatchdogRow) int { return a.Leases - b.Leases })
+	return rows
 }
