@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/faultproxy"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/luascripts"
@@ -22,15 +24,23 @@ import (
 // as a failover to a replica that never had the grant does — reports the
 // loss: ErrLockLost, not a release. (It used to take every network error
 // for a release that may have landed, and returned nil.)
+//
+// The refusals come from a proxy rather than a stopped server: a container
+// that starts again accepts connections on its published port before Redis
+// inside listens, and drops them, which leaves open whether a release sent
+// on them was applied.
 func TestUnlockAfterRefusedConnectionReportsLoss(t *testing.T) {
-	srv := redistest.New(t)
-	rc := srv.Client(t)
+	srv := redistest.Shared(t)
+	proxy, err := faultproxy.Start(srv.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	rc := benchClient(t, proxy.Addr(), rueidis.ClientOption{})
 	c := locktest.Client(t, rc)
 	ctx := context.Background()
 	l, err := mutex.New(c, t.Name()).Lock(ctx)
 	require.NoError(t, err)
 
-	srv.Stop(t)
+	proxy.Refuse()
 	// Wait until the client redials all its connections (rueidis picks one
 	// at random per command), so that the release meets a refused dial
 	// rather than a connection breaking under it, which leaves open
@@ -53,7 +63,9 @@ func TestUnlockAfterRefusedConnectionReportsLoss(t *testing.T) {
 	unlocked := make(chan error, 1)
 	go func() { unlocked <- l.Unlock() }()
 	time.Sleep(300 * time.Millisecond) // a few refused attempts (the release retries for 5s)
-	srv.Start(t)                       // empty: the lock is gone
+	direct := srv.Client(t)
+	require.NoError(t, direct.Do(ctx, direct.B().Del().Key(key).Build()).Error()) // the lock is gone
+	require.NoError(t, proxy.Reopen())
 
 	err = <-unlocked
 	require.ErrorIs(t, err, relock.ErrLockLost)

@@ -1,7 +1,8 @@
 // Package faultproxy is an in-process TCP proxy that injects network faults
 // between a client and a server, for tests: added latency, a blackhole that
 // keeps connections open but forwards nothing, a stall of one connection,
-// and dropping every connection at once.
+// dropping every connection at once, and refusing connections outright (a
+// server that is down, without the server going down).
 //
 // A blackhole or a stall holds the bytes it receives (up to the socket
 // buffers and one pending chunk per direction) and delivers them, in order,
@@ -28,12 +29,13 @@ const chunkSize = 32 << 10
 // A zero Proxy is not usable: call Start. Its methods are safe for
 // concurrent use.
 type Proxy struct {
-	ln     net.Listener
+	addr   string
 	target string
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 
 	mu        sync.Mutex
+	ln        net.Listener       // guarded by mu: nil while refusing
 	latency   time.Duration      // guarded by mu
 	blackhole bool               // guarded by mu: nothing is forwarded on any link
 	links     map[*link]struct{} // guarded by mu: open links
@@ -64,6 +66,7 @@ func Start(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
+		addr:    ln.Addr().String(),
 		ln:      ln,
 		target:  target,
 		done:    make(chan struct{}),
@@ -71,12 +74,49 @@ func Start(target string) (*Proxy, error) {
 		changed: make(chan struct{}),
 	}
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln)
 	return p, nil
 }
 
-// Addr returns the address clients connect to.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+// Addr returns the address clients connect to. It stays the same across
+// Refuse and Reopen.
+func (p *Proxy) Addr() string { return p.addr }
+
+// Refuse stops listening and closes every open connection: dials to Addr
+// are refused (ECONNREFUSED) until Reopen, as they are by a host whose
+// server is down. Refusing a refusing proxy does nothing.
+func (p *Proxy) Refuse() {
+	p.mu.Lock()
+	ln := p.ln
+	p.ln = nil
+	p.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	p.DropAll()
+}
+
+// Reopen listens on Addr again after Refuse. It fails when the proxy is
+// closed or the port was taken meanwhile; reopening an open proxy does
+// nothing.
+func (p *Proxy) Reopen() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return net.ErrClosed
+	}
+	if p.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return err
+	}
+	p.ln = ln
+	p.wg.Add(1)
+	go p.accept(ln)
+	return nil
+}
 
 // SetLatency delays every chunk forwarded from now on, in both directions,
 // by d after it was read (0: no delay).
@@ -146,8 +186,13 @@ func (p *Proxy) Close() error {
 	}
 	p.closed = true
 	close(p.done)
+	ln := p.ln
+	p.ln = nil
 	p.mu.Unlock()
-	err := p.ln.Close()
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
 	p.DropAll()
 	p.wg.Wait()
 	return err
@@ -163,10 +208,11 @@ func (p *Proxy) update(change func()) {
 	p.changed = make(chan struct{})
 }
 
-func (p *Proxy) accept() {
+// accept serves ln until it is closed (by Refuse or Close).
+func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return // closed
 		}

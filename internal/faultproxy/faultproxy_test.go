@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -201,5 +202,38 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestRefuseUntilReopen(t *testing.T) {
+	p := start(t)
+	c := dial(t, p)
+	if _, err := c.roundTrip("warm", long); err != nil {
+		t.Fatal(err)
+	}
+	p.Refuse()
+	if _, err := c.read(long); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after Refuse: %v, want EOF", err)
+	}
+	if _, err := net.Dial("tcp", p.Addr()); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial while refusing: %v, want ECONNREFUSED", err)
+	}
+	p.Refuse() // idempotent
+	if err := p.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Reopen(); err != nil {
+		t.Fatalf("Reopen of an open proxy: %v", err)
+	}
+	again := dial(t, p)
+	if got, err := again.roundTrip("back", long); err != nil || got != "back" {
+		t.Fatalf("a connection after Reopen: %q, %v", got, err)
+	}
+	p.Refuse()
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close of a refusing proxy: %v", err)
+	}
+	if err := p.Reopen(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Reopen after Close: %v, want net.ErrClosed", err)
 	}
 }
