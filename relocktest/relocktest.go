@@ -91,6 +91,8 @@ type Server struct {
 	// offset is how far FastForward moved the server's clock, in
 	// nanoseconds; it only ever grows.
 	offset atomic.Int64
+	// gate is held by FastForward; scripts pass it on their way in.
+	gate sync.RWMutex
 
 	mu sync.Mutex // guards the fields below
 	// tx holds the connections that ever sent MULTI, with whether they
@@ -232,15 +234,26 @@ func (s *Server) Addr() string { return s.mr.Addr() }
 // sleeps until came. Holders' leases do not move (see the package doc). A
 // d of zero or less does nothing.
 //
-// A lock operation that runs concurrently with FastForward sees the clock
-// before or after it, not necessarily the same for expiries and for TIME;
-// call FastForward while the code under test is waiting or idle.
+// FastForward is atomic to scripts: one that runs concurrently sees the
+// clock and the TTLs of before it, or both of after it. Other commands (a
+// TIME or a PTTL of the caller's) may see one moved and not yet the other.
 func (s *Server) FastForward(d time.Duration) {
 	if d <= 0 {
 		return
 	}
+	// Scripts read TIME and set TTLs: one that ran after the clock moved
+	// and before the TTLs did would have its new TTLs cut by d at once.
+	// The gate holds new scripts back (see hook); taking miniredis's lock
+	// waits for the one running, which holds it throughout.
+	s.gate.Lock()
+	s.mr.Lock()
 	s.offset.Add(int64(d))
+	s.mr.Unlock()
+	if fastForwardStep != nil {
+		fastForwardStep()
+	}
 	s.mr.FastForward(d)
+	s.gate.Unlock()
 	// Waiters sleep on the local clock until what blocks them expires;
 	// they would wake d late. An empty payload wakes every waiter of a
 	// lock (see relock's wake-up protocol); a waiter that still cannot
@@ -249,6 +262,10 @@ func (s *Server) FastForward(d time.Duration) {
 		s.mr.Publish(ch, "")
 	}
 }
+
+// fastForwardStep, when set by a test, runs in FastForward between moving
+// the clock and moving the TTLs.
+var fastForwardStep func()
 
 // now is the server's clock: the wall clock plus what FastForward added.
 func (s *Server) now() time.Time {
@@ -260,6 +277,13 @@ func (s *Server) now() time.Time {
 // own TIME follows only the wall clock; a TIME inside MULTI is left to
 // miniredis, which queues it. It returns whether it answered the command.
 func (s *Server) hook(c *server.Peer, cmd string, args ...string) bool {
+	switch cmd {
+	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "EXEC":
+		// Never nested in a script, so never called under miniredis's
+		// lock, which FastForward takes behind the gate.
+		s.gate.RLock()
+		s.gate.RUnlock() //nolint:staticcheck // a gate: wait out a FastForward
+	}
 	switch cmd {
 	case "MULTI":
 		s.mu.Lock()
