@@ -46,10 +46,6 @@ type Client struct {
 	defaults   [3]time.Duration
 	defaultsMs [3]string
 
-	// suspectUntil is when, in Unix ns, the connection stops being suspect
-	// (see suspect); answeredAt, when a call through it was last answered.
-	suspectUntil, answeredAt atomic.Int64
-
 	// releaseCtx, shared by the releases of one second (see release.go).
 	releases atomic.Pointer[sharedDeadline]
 
@@ -101,7 +97,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	for i, d := range c.defaults {
 		c.defaultsMs[i] = strconv.FormatInt(d.Milliseconds(), 10)
 	}
-	c.wd = watchdog.New(rc, cfg.log, c.renewalReport(cfg.obs))
+	c.wd = watchdog.New(rc, cfg.log, renewalReport(cfg.obs))
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -140,48 +136,15 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// renewalReport returns the watchdog's report of its round trips: a
-// failed renewal marks the connection suspect (see Client.suspect), and o,
-// if not nil, is told.
-func (c *Client) renewalReport(o Observer) func(watchdog.Batch) {
-	return func(b watchdog.Batch) {
-		if b.Failed > 0 {
-			c.suspect()
-		} else {
-			c.answered()
-		}
-		if o != nil {
-			o.Renewed(Renewed{Leases: b.Size, Latency: b.Latency, Failed: b.Failed, Lost: b.Lost})
-		}
+// renewalReport returns the watchdog's report of its round trips to o, or
+// nil without an Observer.
+func renewalReport(o Observer) func(watchdog.Batch) {
+	if o == nil {
+		return nil
 	}
-}
-
-// suspectFor is how long after a call through rc failed (no answer, or
-// none in time) acquire attempts run in goroutines their callers can
-// leave (see waiter.attempt); trustFor, how long after a call through rc
-// was answered they may run on the caller's goroutine: a connection that
-// broke while idle is dialed again by the first call that needs it, and
-// rueidis makes the others wait for that dial whatever their ctx.
-const (
-	suspectFor = 10 * time.Second
-	trustFor   = time.Second
-)
-
-// suspect records that a call through rc got no answer, or none in time.
-func (c *Client) suspect() {
-	c.suspectUntil.Store(time.Now().Add(suspectFor).UnixNano())
-}
-
-// answered records that a call through rc was answered.
-func (c *Client) answered() {
-	c.answeredAt.Store(time.Now().UnixNano())
-}
-
-// trusted reports whether a call through rc was answered within trustFor
-// and none failed within suspectFor.
-func (c *Client) trusted() bool {
-	now := time.Now().UnixNano()
-	return now > c.suspectUntil.Load() && now-c.answeredAt.Load() < int64(trustFor)
+	return func(b watchdog.Batch) {
+		o.Renewed(Renewed{Leases: b.Size, Latency: b.Latency, Failed: b.Failed, Lost: b.Lost})
+	}
 }
 
 // millis returns d in milliseconds, as scripts take durations: for the

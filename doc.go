@@ -61,17 +61,14 @@
 // last lease of the hold is unlocked.
 //
 // The ctx given to Lock bounds the wait only, and Lock returns within a few
-// milliseconds of its end whatever Redis does, with two exceptions. rueidis
-// bounds a command it sends outside its pipeline (a lone caller's, or every
-// command with DisableAutoPipelining) by the ctx's deadline only, so a ctx
-// canceled before its deadline while Redis hangs ends the Lock at that
-// deadline; a ctx with no deadline is heeded at once. And a Lock that
-// reaches a connection rueidis is dialing again may wait for that dial, up
-// to rueidis's dial timeout, if the connection broke less than a second
-// after an answered call. An attempt whose reply never came may still
-// land: its owner is recorded as gone, so that its acquire is refused, and
-// released, in the background, tracked by [Client.Close] (no holder nobody
-// tracks). Unlock runs on its own timeout.
+// milliseconds of its end whatever Redis does: an attempt under a ctx that
+// can end runs in a goroutine the caller leaves at ctx's end (rueidis heeds
+// a cancellation only in its pipeline, and none while it dials a broken
+// connection again); under [context.Background] it runs on the caller's
+// goroutine, which the uncontended path then never leaves. An attempt
+// whose reply never came may still land: its owner is recorded as gone, so
+// that its acquire is refused, and released, in the background, tracked by
+// [Client.Close] (no holder nobody tracks). Unlock runs on its own timeout.
 //
 // Waiting never polls: an uncontended Lock is one round trip; a waiter
 // subscribes once to the lock's wake-up channel (one subscription per lock

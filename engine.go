@@ -369,7 +369,8 @@ type waiter struct {
 	queued    bool            // an answered attempt left owner in a queue
 	entry     *watchdog.Entry // heartbeats keeping owner's place; nil if none
 	acquired  bool
-	abandoned bool // owner was released as gone: nothing left to withdraw
+	abandoned bool              // owner was released as gone: nothing left to withdraw
+	replies   chan acquireReply // attempts' outcomes (see attempt); nil until one runs in a goroutine
 }
 
 // next returns the wake-up signal to wait for after the coming attempt, or
@@ -386,18 +387,14 @@ func (w *waiter) next() <-chan struct{} {
 // milliseconds (see kind.Spec). An error is rueidis's, unwrapped, or
 // errGaveUp when ctx ended first.
 //
-// Under a ctx with a deadline, or one that never ends, the attempt runs on
-// the caller's goroutine: rueidis returns at ctx's deadline whatever Redis
-// does (and at its cancellation too, for a command it sends through its
-// pipeline) — except while it dials a broken connection again, which other
-// callers wait for whatever their ctx. So unless the connection is trusted
-// (a call through it was answered within trustFor, and none failed within
-// suspectFor), and always under a ctx that can be canceled but has no
-// deadline, which rueidis heeds only in its pipeline, the attempt runs in
-// a goroutine of its own that the caller leaves at ctx's end. Either way, when the caller gives up before
-// the reply, the attempt's outcome is unknown: its owner is released and
-// recorded as gone, in the background, so that the acquire, if it lands
-// later, is refused and leaves nothing behind.
+// Under a ctx that never ends, the attempt runs on the caller's goroutine.
+// Under any other, it runs in a goroutine of its own that the caller
+// leaves at ctx's end: rueidis heeds a ctx's cancellation only for a
+// command it sends through its pipeline, and none while it dials a broken
+// connection again, which other callers wait for whatever their ctx. When
+// the caller gives up before the reply, the attempt's outcome is unknown:
+// its owner is released and recorded as gone, in the background, so that
+// the acquire, if it lands later, is refused and leaves nothing behind.
 func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 	b, c := w.b, w.b.c
 	if w.entry != nil {
@@ -412,29 +409,24 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 	}
 	owner, call := w.owner, b.acquireCall(w.owner, w.wait, w.starving(), w.within)
 	var v []int64
-	if _, ok := ctx.Deadline(); ctx.Done() == nil || (ok && c.trusted()) {
+	if ctx.Done() == nil {
 		v, err = b.acquireExec(ctx, owner, call)
-		if err != nil && !isRedisErr(err) && gaveUp(ctx, err) {
+	} else if !c.track() {
+		err = rueidis.ErrClosing
+	} else {
+		// within's work, without its allocations: a waiter reuses its
+		// reply channel until an attempt is left behind.
+		if w.replies == nil {
+			w.replies = make(chan acquireReply, 1)
+		}
+		go b.acquireIn(c.bgCtx, owner, call, w.replies)
+		select {
+		case r := <-w.replies:
+			v, err = r.v, r.err
+		case <-ctx.Done():
+			w.replies = nil // the attempt left behind replies there
 			err = errGaveUp
 		}
-	} else {
-		type result struct {
-			v   []int64
-			err error
-		}
-		var r result
-		if r, err = within(ctx, c, func(bg context.Context) result {
-			v, err := b.acquireExec(bg, owner, call)
-			return result{v, err}
-		}); err == nil {
-			v, err = r.v, r.err
-		}
-	}
-	switch {
-	case err == nil || isRedisErr(err) || errors.Is(err, ErrNotReplicated):
-		c.answered()
-	case !errors.Is(err, rueidis.ErrClosing):
-		c.suspect() // no answer, or none in time
 	}
 	if errors.Is(err, errGaveUp) {
 		c.abandon(b, owner, 0, true)
@@ -444,20 +436,18 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 	return w.outcome(v, err)
 }
 
-// gaveUp reports whether err, a call's failure under ctx, is ctx's end.
-// rueidis fails a command sent without its pipeline at ctx's deadline, a
-// moment before ctx's timer may report it; it also fails every command on
-// a connection that another caller's deadline broke, with the same error:
-// that one is a network error.
-func gaveUp(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	if dl, ok := ctx.Deadline(); ok && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(dl) {
-		<-ctx.Done()
-		return true
-	}
-	return false
+// acquireReply is the outcome of an acquire attempt run by acquireIn.
+type acquireReply struct {
+	v   []int64
+	err error
+}
+
+// acquireIn runs an acquire call of owner in a goroutine that Client.track
+// counted, and sends its outcome to reply.
+func (b *binding) acquireIn(ctx context.Context, owner string, call luascripts.Call, reply chan<- acquireReply) {
+	defer b.c.bg.Done()
+	v, err := b.acquireExec(ctx, owner, call)
+	reply <- acquireReply{v, err}
 }
 
 // acquireExec runs an acquire call of owner. With WithReplicaAck it waits

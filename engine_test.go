@@ -156,18 +156,21 @@ func TestLockHeedsCancelWhenRedisHangs(t *testing.T) {
 }
 
 // Lock keeps its deadline while rueidis dials again a connection that
-// broke while the Client was idle, a dial another Lock started and that
-// hangs: rueidis makes the later Lock wait for it whatever its ctx, so
-// after an idle second the engine does not trust the connection. (Trusting
-// it until a call failed, the later Lock waited out the dial's 5s.)
+// broke, a dial another Lock started and that hangs: rueidis makes the
+// later Lock wait for it whatever its ctx. Round 0 comes after an idle
+// second, the later rounds at once after an answered call. (An attempt ran
+// on the caller's goroutine while the connection was trusted: at first
+// until a call failed, then for a second after an answer; either way the
+// later Lock waited out the dial's 5s.)
 func TestLockKeepsItsDeadlineWhileRedialing(t *testing.T) {
 	srv := redistest.Shared(t)
 	proxy, err := faultproxy.Start(srv.Addr())
 	require.NoError(t, err)
 	t.Cleanup(func() { proxy.Close() })
-	c := locktest.Client(t, benchClient(t, proxy.Addr(), rueidis.ClientOption{}))
-	m := mutex.New(c, t.Name()) // one name: one connection of rueidis's (one per key slot)
 	for round := range 3 {
+		// A Client per round: none remembers an earlier round's failures.
+		c := locktest.Client(t, benchClient(t, proxy.Addr(), rueidis.ClientOption{}))
+		m := mutex.New(c, t.Name()) // one name: one connection of rueidis's (one per key slot)
 		// A ctx that can be canceled and has no deadline starts the
 		// pipeline goroutines of the lock's connection: its reader sees
 		// the drop, and the next call dials again at once.
@@ -177,8 +180,10 @@ func TestLockKeepsItsDeadlineWhileRedialing(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, l.Unlock())
 
-		time.Sleep(1500 * time.Millisecond) // idle
-		proxy.Blackhole()                   // a dial connects, and its handshake gets no answer
+		if round == 0 {
+			time.Sleep(1500 * time.Millisecond) // idle
+		}
+		proxy.Blackhole() // a dial connects, and its handshake gets no answer
 		proxy.DropAll()
 		time.Sleep(100 * time.Millisecond) // rueidis's reader sees the drop
 		dialer, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -92,13 +92,11 @@ func (b *binding) releaseWith(owner string, count int, gone bool) (held bool, er
 		n, err := call.Exec(ctx, b.c.rc).AsInt64()
 		switch {
 		case err == nil:
-			b.c.answered()
 			return n == luascripts.Held || unanswered, nil
 		case isRedisErr(err) || ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing):
 			return false, b.wrap("release (the lock expires after its lease)", err)
 		}
 		unanswered = unanswered || !neverSent(err)
-		b.c.suspect()
 		if !bo.Sleep(ctx) {
 			return false, b.wrap("release (the lock expires after its lease)", err)
 		}
@@ -167,18 +165,27 @@ func (c *Client) abandon(b *binding, owner string, count int, gone bool) {
 // spawn runs f in a goroutine that Close waits for, and reports whether it
 // did: after Close began it does not.
 func (c *Client) spawn(f func()) bool {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.track() {
 		return false
 	}
-	// Under mu and before closed is set: this Add happens before Close's Wait.
-	c.bg.Add(1)
-	c.mu.Unlock()
 	go func() {
 		defer c.bg.Done()
 		f()
 	}()
+	return true
+}
+
+// track counts a goroutine about to start, which must call c.bg.Done when
+// it ends, so that Close waits for it; it reports false, counting nothing,
+// once Close has begun.
+func (c *Client) track() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	// Under mu and before closed is set: this Add happens before Close's Wait.
+	c.bg.Add(1)
 	return true
 }
 
@@ -191,9 +198,6 @@ func (c *Client) cleanup(b *binding, owner string, count int, gone bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
 	if err := b.releaseCall(owner, count, gone).Exec(ctx, c.rc).Error(); err != nil && !errors.Is(err, rueidis.ErrClosing) {
-		if !isRedisErr(err) {
-			c.suspect()
-		}
 		c.log.Warn("relock: best-effort release failed; it expires on its own", "lock", b.short(), "err", err)
 	}
 }
