@@ -1,6 +1,6 @@
 -- fair_acquire: take a fair lock for a new owner if it is free and the owner
 -- is first in the queue; otherwise queue the owner (Lock) or not (TryLock).
--- Runs after fence.lua, time.lua, gone.lua and queue.lua.
+-- Runs after time.lua, fence.lua, gone.lua, queue.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the fence counter
@@ -33,17 +33,21 @@
 -- that waiter's remaining deadline (it is woken now). Returns {0, -1} for an
 -- owner recorded as gone, and neither grants nor queues: its caller gave up
 -- before this attempt landed.
-if is_gone(KEYS[6], ARGV[1]) then
+-- Nobody gone and nobody queued, the common case, costs one EXISTS.
+local others = redis.call('exists', KEYS[6], KEYS[3]) > 0
+if others and is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
-
 local free = redis.call('exists', KEYS[1]) == 0
-if not free and redis.call('type', KEYS[1]).ok == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+if not free and holds(KEYS[1], ARGV[1]) then
   -- A release handed the lock to this owner, a queued waiter (an owner id
   -- is new to each Lock: a re-entry does not come here).
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
-local head = queue_head(KEYS[3], KEYS[4])
+local head
+if others then
+  head = queue_head(KEYS[3], KEYS[4])
+end
 if free and (not head or head == ARGV[1]) then
   if head then
     pop_head(KEYS[3], KEYS[4], ARGV[1], ARGV[6], ARGV[5])

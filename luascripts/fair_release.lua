@@ -2,7 +2,7 @@
 -- the lock to the first waiter (or deletes it, with nobody waiting). For an
 -- owner that does not hold the lock, leave the queue instead (a waiter
 -- giving up), waking the new first waiter if the lock is free. Runs after
--- fence.lua, time.lua, gone.lua and queue.lua.
+-- time.lua, fence.lua, gone.lua, queue.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the queue (list of waiting owner ids)
@@ -32,7 +32,7 @@ local function wake_first()
 end
 
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
-if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if not holds(KEYS[1], ARGV[1]) then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
     wake_first()
   end

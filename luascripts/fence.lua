@@ -1,4 +1,5 @@
--- fence: a fragment, not a script: prepended to every acquire script.
+-- fence: a fragment, not a script: prepended, after time.lua, to every
+-- acquire script.
 -- Defines next_token(key), which advances the fencing counter at key to
 -- max(last + 1, server TIME in microseconds) and returns the new token, so
 -- tokens keep increasing even after Redis forgot the counter (a restart
@@ -13,18 +14,22 @@
 -- token issued before. Only a server clock stepped back by more than the
 -- expiry could break that, and it would break the restart case alike.
 --
--- The arithmetic stays in Redis integers (INCR; SET of a decimal string):
--- Lua numbers are doubles and print in exponent form past 14 digits.
+-- A token is the server time in microseconds whenever that is above the
+-- last one: one GET and one SET, the common case. Otherwise (more than one
+-- grant in a microsecond, or a clock stepped back) it is the last plus one,
+-- by INCR. The comparison is of decimal strings, never Lua numbers, which
+-- are doubles; the token returned is one (a microsecond time is far below
+-- 2^53, so Redis turns it into the exact integer).
 local fence_ttl_ms = 24 * 60 * 60 * 1000
 
 local function next_token(key)
-  local token = redis.call('incr', key)
-  local t = redis.call('time')
-  local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  if token < tonumber(now) then
-    redis.call('set', key, now)
-    token = tonumber(now)
+  local now = server_us()
+  local last = redis.call('get', key)
+  if last and (#last > #now or (#last == #now and last >= now)) then
+    local token = redis.call('incr', key)
+    redis.call('pexpire', key, fence_ttl_ms)
+    return token
   end
-  redis.call('pexpire', key, fence_ttl_ms)
-  return token
+  redis.call('set', key, now, 'PX', fence_ttl_ms)
+  return tonumber(now)
 end

@@ -1,7 +1,7 @@
 -- fence_raise: raise a lock's fencing counter to at least a token issued
 -- on other servers. Redlock writes a grant's token (the largest its
 -- majority issued) back to that majority, so that any later majority, which
--- shares a server with it, issues a larger one. Runs after fence.lua.
+-- shares a server with it, issues a larger one. Runs after time.lua and fence.lua.
 --
 -- KEYS[1]  the fence counter
 -- ARGV[1]  token

@@ -32,3 +32,4 @@ local function record_gone(key, owner, ms)
   redis.call('zadd', key, now + ms, owner)
   extend(key, ms)
 end
+

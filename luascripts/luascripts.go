@@ -28,14 +28,15 @@ import (
 var files embed.FS
 
 // A Script is one of this package's scripts, each prefixed with the
-// fragments it uses: fence.lua issues
-// fencing tokens (acquire scripts); time.lua reads the server clock and
-// extends shared keys' expiries without ever shortening them; gone.lua
-// refuses (acquire) and records (release) owners whose caller gave up on an
-// acquire that got no reply; queue.lua keeps the queue of waiters (the fair
-// lock's, and the mutex's and reentrant lock's starving waiters); rw.lua
-// holds the read-write lock's shared functions. Scripts are constants, so no other package can replace one;
-// the zero Script, None, is no script.
+// fragments it uses: time.lua reads the server clock and extends shared
+// keys' expiries without ever shortening them; fence.lua issues fencing
+// tokens (acquire scripts); gone.lua refuses (acquire) and records
+// (release) owners whose caller gave up on an acquire that got no reply;
+// queue.lua keeps the queue of waiters (the fair lock's, and the mutex's
+// and reentrant lock's starving waiters); rw.lua holds the read-write
+// lock's shared functions; owner.lua asks who holds a lock, taking a key of
+// another kind's type for "not held". Scripts are constants, so no other
+// package can replace one; the zero Script, None, is no script.
 type Script uint8
 
 // None is no script: a kind without re-entry or without waiter heartbeats
@@ -67,21 +68,21 @@ const (
 // scripts holds each Script's loaded form, indexed by Script; written only
 // at package init.
 var scripts = [numScripts]*loaded{
-	MutexAcquire:     load("fence.lua", "time.lua", "gone.lua", "queue.lua", "mutex_acquire.lua"),
-	MutexRelease:     load("fence.lua", "time.lua", "gone.lua", "queue.lua", "mutex_release.lua"),
-	ReentrantAcquire: load("fence.lua", "time.lua", "gone.lua", "queue.lua", "reentrant_acquire.lua"),
-	ReentrantReenter: load("time.lua", "reentrant_reenter.lua"),
-	ReentrantRelease: load("fence.lua", "time.lua", "gone.lua", "queue.lua", "reentrant_release.lua"),
-	FairAcquire:      load("fence.lua", "time.lua", "gone.lua", "queue.lua", "fair_acquire.lua"),
-	FairRelease:      load("fence.lua", "time.lua", "gone.lua", "queue.lua", "fair_release.lua"),
+	MutexAcquire:     load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "mutex_acquire.lua"),
+	MutexRelease:     load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "mutex_release.lua"),
+	ReentrantAcquire: load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "reentrant_acquire.lua"),
+	ReentrantReenter: load("time.lua", "owner.lua", "reentrant_reenter.lua"),
+	ReentrantRelease: load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
+	FairAcquire:      load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "fair_acquire.lua"),
+	FairRelease:      load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "fair_release.lua"),
 	WaiterHeartbeat:  load("time.lua", "waiter_heartbeat.lua"),
-	RWReadAcquire:    load("fence.lua", "time.lua", "gone.lua", "rw.lua", "rw_read_acquire.lua"),
-	RWWriteAcquire:   load("fence.lua", "time.lua", "gone.lua", "queue.lua", "rw.lua", "rw_write_acquire.lua"),
-	RWReenter:        load("time.lua", "rw.lua", "rw_reenter.lua"),
-	RWRenew:          load("time.lua", "rw.lua", "rw_renew.lua"),
-	RWRelease:        load("fence.lua", "time.lua", "gone.lua", "queue.lua", "rw.lua", "rw_release.lua"),
-	FenceRaise:       load("fence.lua", "fence_raise.lua"),
-	RedlockRenew:     load("fence.lua", "time.lua", "gone.lua", "redlock_renew.lua"),
+	RWReadAcquire:    load("time.lua", "fence.lua", "gone.lua", "rw.lua", "rw_read_acquire.lua"),
+	RWWriteAcquire:   load("time.lua", "fence.lua", "gone.lua", "queue.lua", "rw.lua", "rw_write_acquire.lua"),
+	RWReenter:        load("time.lua", "rw.lua", "owner.lua", "rw_reenter.lua"),
+	RWRenew:          load("time.lua", "rw.lua", "owner.lua", "rw_renew.lua"),
+	RWRelease:        load("time.lua", "fence.lua", "gone.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),
+	FenceRaise:       load("time.lua", "fence.lua", "fence_raise.lua"),
+	RedlockRenew:     load("time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
 	Renew:            load("time.lua", "renew.lua"),
 	ForceUnlock:      load("time.lua", "gone.lua", "force_unlock.lua"),
 }

@@ -1,7 +1,7 @@
 -- mutex_acquire: take a plain mutex if it is free and no starving waiter is
 -- ahead of the owner, and issue its fencing token; otherwise queue the
--- owner if it asks to. Runs after fence.lua, time.lua, gone.lua and
--- queue.lua.
+-- owner if it asks to. Runs after time.lua, fence.lua, gone.lua,
+-- queue.lua and owner.lua.
 --
 -- KEYS[1]  the lock (string: owner id)
 -- KEYS[2]  the fence counter (string: last token issued)
@@ -38,10 +38,14 @@
 -- lock of another kind with the same name. Returns {0, -1} for an owner
 -- recorded as gone, and neither takes nor queues: its caller gave up
 -- before this attempt landed.
-if is_gone(KEYS[6], ARGV[1]) then
-  return {0, -1}
+local head
+if redis.call('exists', KEYS[6], KEYS[3]) > 0 then
+  -- Nobody gone and nobody queued, the common case, costs this EXISTS.
+  if is_gone(KEYS[6], ARGV[1]) then
+    return {0, -1}
+  end
+  head = queue_head(KEYS[3], KEYS[4])
 end
-local head = queue_head(KEYS[3], KEYS[4])
 if not head or head == ARGV[1] then
   if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if head then
@@ -50,7 +54,7 @@ if not head or head == ARGV[1] then
     return {1, next_token(KEYS[2])}
   end
 end
-if redis.call('type', KEYS[1]).ok == 'string' and redis.call('get', KEYS[1]) == ARGV[1] then
+if holder(KEYS[1]) == ARGV[1] then
   -- A release handed the lock to this owner, a queued waiter.
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end

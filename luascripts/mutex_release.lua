@@ -1,8 +1,8 @@
 -- mutex_release: release a plain mutex if the caller still owns it, and
 -- hand it to the first starving waiter or wake a waiter. For an owner that
 -- does not hold the lock, leave the queue of starving waiters instead (a
--- waiter giving up). Runs after fence.lua, time.lua, gone.lua and
--- queue.lua.
+-- waiter giving up). Runs after time.lua, fence.lua, gone.lua,
+-- queue.lua and owner.lua.
 --
 -- KEYS[1]  the lock (string: owner id)
 -- KEYS[2]  the queue of starving waiters (list; see queue.lua)
@@ -27,7 +27,7 @@
 -- expired, was force-unlocked, another owner holds it now, or a lock of
 -- another kind took the name: the key is not a string).
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
-if redis.call('type', KEYS[1]).ok ~= 'string' or redis.call('get', KEYS[1]) ~= ARGV[1] then
+if holder(KEYS[1]) ~= ARGV[1] then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
     redis.call(ARGV[3], ARGV[2], queue_head(KEYS[2], KEYS[3]) or 'one')
   end

@@ -1,5 +1,5 @@
--- queue: a fragment, not a script: prepended, after fence.lua and
--- time.lua, to the
+-- queue: a fragment, not a script: prepended, after time.lua and
+-- fence.lua, to the
 -- scripts of the kinds whose waiters take places in a queue: the fair lock
 -- (every waiter, from its first attempt) and the mutex and reentrant lock
 -- (a waiter that has waited long enough to be starving, and every waiter

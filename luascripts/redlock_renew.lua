@@ -1,6 +1,6 @@
 -- redlock_renew: renew a Redlock hold on one master, or take the master
--- back for its owner where the lock is free there. Runs after fence.lua,
--- time.lua and gone.lua.
+-- back for its owner where the lock is free there. Runs after time.lua,
+-- fence.lua and gone.lua.
 --
 -- A hold granted by a bare quorum would otherwise die with any one of its
 -- masters. Taking a free master is safe: no other owner can hold a quorum

@@ -1,6 +1,6 @@
 -- reentrant_reenter: add a hold for the owner that holds a reentrant (or
 -- fair) lock, and extend its expiry to at least the lease. Runs after
--- time.lua.
+-- time.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- ARGV[1]  owner id
@@ -16,7 +16,7 @@
 --
 -- Returns 1 when the owner holds the lock at that count, 0 when the owner
 -- does not hold the lock (its lease expired or was taken).
-if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if not holds(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('hset', KEYS[1], ARGV[1], ARGV[3])

@@ -1,8 +1,8 @@
 -- reentrant_release: end one hold of a reentrant lock's owner; the last hold
 -- hands the lock to the first starving waiter, or deletes it and wakes a
 -- waiter. For an owner that does not hold the lock, leave the queue of
--- starving waiters instead (a waiter giving up). Runs after fence.lua,
--- time.lua, gone.lua and queue.lua.
+-- starving waiters instead (a waiter giving up). Runs after time.lua,
+-- fence.lua, gone.lua, queue.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the queue of starving waiters (list; see queue.lua)
@@ -29,7 +29,7 @@
 --
 -- Returns 1 when released, 0 when the owner does not hold the lock.
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
-if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if not holds(KEYS[1], ARGV[1]) then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
     redis.call(ARGV[3], ARGV[2], queue_head(KEYS[2], KEYS[3]) or 'one')
   end

@@ -1,5 +1,5 @@
 -- rw_read_acquire: take a read-write lock's read side for a new owner.
--- Runs after fence.lua, time.lua, gone.lua and rw.lua.
+-- Runs after time.lua, fence.lua, gone.lua and rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter

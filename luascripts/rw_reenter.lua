@@ -1,7 +1,7 @@
 -- rw_reenter: add a hold for an owner that holds a read-write lock's read
 -- or write side, and extend its lease to at least the given length. Readers
 -- re-enter even while a writer waits: their chain holds the lock already.
--- Runs after time.lua and rw.lua.
+-- Runs after time.lua, rw.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  readers' deadlines (zset: owner id -> server time, ms)
@@ -16,7 +16,7 @@
 --
 -- Returns 1 when the owner holds the lock at that count, 0 when it does not
 -- hold the lock.
-if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if not holds(KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call('hset', KEYS[1], ARGV[1], ARGV[3])

@@ -1,7 +1,7 @@
 -- rw_release: end one hold of a read-write lock's owner, and wake waiters
 -- when the lock changes hands. For an owner that does not hold the lock,
 -- withdraw it as a waiting writer instead (a writer giving up). Runs after
--- time.lua, gone.lua, queue.lua and rw.lua.
+-- time.lua, gone.lua, queue.lua, rw.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  waiting writers in arrival order (list; see queue.lua)
@@ -24,7 +24,7 @@
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
-if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if not holds(KEYS[1], ARGV[1]) then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) then
     if redis.call('zcard', KEYS[3]) == 0 then
       redis.call(ARGV[3], ARGV[2], '') -- readers held back by this writer may enter

@@ -1,8 +1,8 @@
 -- rw_renew: extend a read-write lock hold's lease if its owner still holds
 -- it, to at least the given length from now: a reader's deadline, and the
 -- lock's TTL (neither ever shortened: other holders may need the TTL longer,
--- and an explicit extension may have set a later deadline). Never creates the lock. Runs after time.lua
--- and rw.lua.
+-- and an explicit extension may have set a later deadline). Never creates the lock. Runs after time.lua,
+-- rw.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  readers' deadlines (zset: owner id -> server time, ms)
@@ -10,7 +10,7 @@
 -- ARGV[2]  lease, milliseconds
 --
 -- Returns 1 when renewed, 0 when the owner no longer holds the lock.
-if redis.call('type', KEYS[1]).ok ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if not holds(KEYS[1], ARGV[1]) then
   return 0
 end
 if redis.call('zscore', KEYS[2], ARGV[1]) then

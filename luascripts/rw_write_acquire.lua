@@ -1,7 +1,7 @@
 -- rw_write_acquire: take a read-write lock's write side for a new owner if
 -- nobody holds the lock and no writer waits ahead of the owner; otherwise
 -- queue the owner as a waiting writer (Lock) or not (TryLock). Runs after
--- fence.lua, time.lua, gone.lua, queue.lua and rw.lua.
+-- time.lua, fence.lua, gone.lua, queue.lua and rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter

@@ -5,13 +5,27 @@
 -- it, never a client's clock. A script reads the clock once: it runs for
 -- microseconds, and the fragments it is made of ask for the time several
 -- times.
+local server_time
+local function server_clock()
+  if not server_time then
+    server_time = redis.call('time')
+  end
+  return server_time
+end
+
 local time_ms
 local function server_ms()
   if not time_ms then
-    local t = redis.call('time')
+    local t = server_clock()
     time_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   return time_ms
+end
+
+-- Returns the server's TIME in microseconds, as a decimal string.
+local function server_us()
+  local t = server_clock()
+  return t[1] .. string.format('%06d', tonumber(t[2]))
 end
 
 -- Extends key's TTL to at least ms milliseconds; never shortens it. Keys
