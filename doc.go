@@ -83,9 +83,10 @@
 // has waited 50 ms: it then takes a place in the lock's queue, newcomers
 // wait behind it, and the lock goes in queue order until the queue is
 // empty: each release hands the lock to the first queued waiter in the
-// same script and wakes it by name (a direct handoff; the granted waiter
-// holds it no longer than its waiter timeout until its Lock takes it up). A queued
-// waiter's place is kept by heartbeats and lapses WithWaiterTimeout after
+// same script and wakes it with the grant's fencing token (a direct
+// handoff: its Lock returns on that message; the grant lasts what was left
+// of its waiter timeout until the watchdog extends it). A queued waiter's
+// place is kept by heartbeats and lapses WithWaiterTimeout after
 // its process died. Without a queue, a release wakes one waiter per
 // Client. A read-write lock's waiting writers queue, and take the lock in
 // arrival order. (Redlock waiters do not queue: see package redlock.)

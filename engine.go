@@ -191,11 +191,12 @@ func isRedisErr(err error) bool {
 // watchdog's heartbeats and withdrawn when they stop waiting. Lock (not
 // TryLock) waits out network errors the same way, with a backoff.
 //
+// A queued waiter to which a release handed the lock holds it on the
+// wake-up that says so (see waiter.handedOver).
+//
 // Acquire returns within a few milliseconds of ctx's end whatever Redis
-// does — with one exception: a ctx canceled before its deadline while an
-// attempt that rueidis sends outside its pipeline hangs (see
-// waiter.attempt) ends the Lock at that deadline. The owner of an attempt
-// whose reply never came is released as gone, in the background.
+// does (see waiter.attempt). The owner of an attempt whose reply never
+// came is released as gone, in the background.
 func (b *binding) Acquire(ctx context.Context, try bool) (*Lease, error) {
 	if b.err == nil && b.c.obs != nil {
 		return b.observe(ctx, try, b.c.obs)
@@ -289,7 +290,7 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			}
 			continue
 		case token > 0:
-			lease, err := b.grant(ctx, w.owner, token, sent)
+			lease, err := b.grant(ctx, w.owner, token, sent, time.Time{})
 			if lease != nil || err != nil {
 				w.acquired = lease != nil
 				return lease, err
@@ -347,7 +348,39 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			}
 			return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
 		}
+		if until, token := w.handedOver(); token > 0 {
+			lease, err := b.grant(ctx, w.owner, token, time.Now(), until)
+			if lease != nil || err != nil {
+				w.acquired = lease != nil
+				return lease, err
+			}
+			// Its validity had passed: released in the background, as
+			// above; try again as a new owner.
+			w.restart(false)
+		}
 	}
+}
+
+// handedOver returns the token of a hand-over that a wake-up delivered to
+// w's owner (another owner's release made it the holder: see
+// luascripts' hand_on), and until when the lock is certainly held: what was
+// left of the owner's deadline as a queued waiter, which the release gave
+// the grant. Its token is 0 when no hand-over came, or when w takes one up
+// by an attempt instead (take_up), which its next one does: for a fixed
+// lease, which must last its length from the grant, and when grants wait
+// for replicas.
+func (w *waiter) handedOver() (until time.Time, token int64) {
+	b := w.b
+	if w.sub == nil || w.entry == nil || b.fixed || b.multi != nil || b.c.ack.replicas > 0 {
+		return time.Time{}, 0
+	}
+	if token = w.sub.Granted(w.owner); token == 0 {
+		return time.Time{}, 0
+	}
+	// The grant expires at the owner's deadline on the server, which its
+	// last answered attempt or heartbeat set: no earlier than that call's
+	// sending plus the waiter timeout, less drift, the entry's validity.
+	return w.entry.ValidUntil(), token
 }
 
 // joinedHook, when set (by tests only), runs between taking the wake-up

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/relockgo/relock/internal/faultproxy"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/reentrant"
 	"github.com/relockgo/relock/rwlock"
@@ -237,4 +239,71 @@ func TestLockersExposeNoEngine(t *testing.T) {
 		})
 		assert.False(t, redis || acquire, "%T exposes the engine", l)
 	}
+}
+
+// acquireSpy is a rueidis client that counts the acquire attempts sent
+// through it: EVALSHA or EVAL of an acquire script, the only scripts with
+// six keys.
+type acquireSpy struct {
+	rueidis.Client
+	attempts atomic.Int64
+}
+
+func (s *acquireSpy) count(cmd rueidis.Completed) {
+	if args := cmd.Commands(); len(args) > 2 && (args[0] == "EVALSHA" || args[0] == "EVAL") && args[2] == "6" {
+		s.attempts.Add(1)
+	}
+}
+
+func (s *acquireSpy) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	s.count(cmd)
+	return s.Client.Do(ctx, cmd)
+}
+
+func (s *acquireSpy) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	for _, cmd := range cmds {
+		s.count(cmd)
+	}
+	return s.Client.DoMulti(ctx, cmds...)
+}
+
+// A queued waiter to which a release hands the lock holds it on the
+// wake-up alone, which carries the grant's token: a handoff costs the
+// release and its message, not another acquire round trip. The watchdog
+// then extends the grant, which lasted the waiter's deadline, to the
+// lease. (The waiter used to take the grant up by an attempt of its own.)
+func TestHandOverNeedsNoAttempt(t *testing.T) {
+	srv := redistest.Shared(t)
+	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
+	spy := &acquireSpy{Client: srv.Client(t)}
+	waiter := fair.New(locktest.Client(t, spy), t.Name())
+	ctx := context.Background()
+
+	first, err := holder.Lock(ctx)
+	require.NoError(t, err)
+	got := make(chan *relock.Lease, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	rc := srv.Client(t)
+	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
+	locktest.Eventually(t, "the waiter to queue", func() bool {
+		n, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	time.Sleep(100 * time.Millisecond) // its subscription confirmed (a waiter queues after subscribing)
+	before := spy.attempts.Load()
+	require.NoError(t, first.Unlock())
+	l := <-got
+	require.NotNil(t, l)
+	assert.Equal(t, before, spy.attempts.Load(), "the waiter made an acquire attempt after the hand-over")
+	assert.Greater(t, l.Token(), first.Token())
+	locktest.Eventually(t, "the grant extended to the lease", func() bool {
+		ms, err := rc.Do(ctx, rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
+		return err == nil && ms > int64(relock.DefaultWatchdogTimeout/time.Millisecond)-2000
+	})
+	require.NoError(t, l.Context().Err())
+	require.NoError(t, l.Unlock())
 }

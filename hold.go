@@ -38,13 +38,15 @@ type hold struct {
 }
 
 // grant makes the hold and first lease of owner, which acquired the lock
-// with token by a command sent at sent. It fails with ErrClosed when the
+// with token by a command sent at sent, or, with handed not zero, to which
+// another owner's release handed the lock over (see waiter.handedOver),
+// certainly held until handed and renewed at once. It fails with ErrClosed when the
 // Client closed meanwhile (the lock is then released), and returns a nil
 // lease and nil error when the grant came too late to be used: its validity
 // had passed by the time the reply arrived (the lock is then released in
 // the background), so that Lock never hands out a lease that is not
 // certainly held.
-func (b *binding) grant(ctx context.Context, owner string, token int64, sent time.Time) (*Lease, error) {
+func (b *binding) grant(ctx context.Context, owner string, token int64, sent, handed time.Time) (*Lease, error) {
 	h := &hold{b: b, owner: owner, token: token, since: sent, count: 1}
 	l := &Lease{h: h, first: true}
 	// The first lease's Context is the hold's: it carries the hold down the
@@ -53,9 +55,12 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent tim
 	l.ctx, l.cancel = context.WithCancelCause(withHold(context.WithoutCancel(ctx), ctx, h))
 	h.first = l
 	lost := func(why error) { h.stop(b.errorf(ErrLockLost, "%v", why), nil) }
-	if b.multi != nil {
+	switch {
+	case b.multi != nil:
 		h.entry = b.multi.entry(b, owner, token, sent, lost)
-	} else {
+	case !handed.IsZero():
+		h.entry = watchdog.NewHandedEntry(b.renewCall(owner), b.lease, handed, lost)
+	default:
 		h.entry = watchdog.NewEntry(b.renewCall(owner), b.lease, !b.fixed, sent, lost)
 	}
 	if !time.Now().Before(h.entry.ValidUntil()) {

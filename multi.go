@@ -235,7 +235,7 @@ func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vo
 		// this one, issue a larger one.
 		raised, rerr := m.raise(ctx, granted, token)
 		if raised >= m.quorum {
-			lease, err := b.grant(ctx, owner, token, start)
+			lease, err := b.grant(ctx, owner, token, start, time.Time{})
 			if lease != nil || err != nil {
 				return lease, wait, others, err // grant released it if it failed
 			}

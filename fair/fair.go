@@ -5,9 +5,11 @@
 // package reentrant: the call chain that holds it may take it again) plus a
 // queue of waiting owners (a list) and their deadlines (a sorted set scored
 // by the server's clock, never the client's). A release hands the lock to
-// the first waiter in the same script and wakes it, by name (a direct
-// handoff: no other waiter retries, and nobody can take the lock between
-// the release and the waiter); TryLock never jumps the queue.
+// the first waiter in the same script and wakes it with a message carrying
+// the grant's fencing token (a direct handoff: no other waiter retries,
+// nobody can take the lock between the release and the waiter, and the
+// waiter's Lock returns on the message, with no round trip of its own; the
+// watchdog extends the grant to its lease). TryLock never jumps the queue.
 //
 // # Waiters that die or give up
 //
@@ -17,10 +19,12 @@
 // lost Redis — is purged once its deadline passes (relock.WithWaiterTimeout,
 // 5s by default), and the next live waiter gets the lock; until then the
 // waiters behind it wait. A waiter whose ctx ends withdraws at once and, if
-// it was first and the lock is free, wakes the next. A waiter that was
-// handed the lock holds it for no longer than its waiter timeout until its
-// Lock takes the grant up: one that died meanwhile holds it no longer, and
-// one whose ctx ended releases it to the next.
+// it was first and the lock is free, wakes the next. A grant lasts what
+// was left of the waiter's deadline until its watchdog extends it: a
+// waiter that died meanwhile holds the lock no longer than its waiter
+// timeout, and one whose ctx ended releases it to the next. A waiter that
+// misses the message (pub/sub drops messages while reconnecting), and one
+// with a fixed relock.WithLease lease, take the grant up by an attempt.
 //
 // # Safety model
 //

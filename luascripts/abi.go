@@ -26,12 +26,16 @@ import (
 //	reenter  KEYS lock, readers   ARGV owner, lease ms, hold count after
 //	         → 1 held at that count, 0 not held. Never shortens the lock's
 //	           expiry or a deadline.
-//	release  KEYS lock, queue, waiters, readers, gone
+//	release  KEYS lock, queue, waiters, readers, gone, fence
 //	         ARGV owner, wake-up channel, publish command, hold count ended
 //	              (n > 1 leaves n − 1; 1 or 0 releases the owner's hold),
 //	              gone ms (0, or how long to record owner in gone)
 //	         → 1 released, 0 not held; for an owner that does not hold
-//	           the lock, it withdraws the owner as a waiter
+//	           the lock, it withdraws the owner as a waiter. A release
+//	           that leaves the lock free with waiters queued (mutex,
+//	           reentrant, fair) grants it to the first for what is left
+//	           of its deadline, and publishes "owner token"; that owner's
+//	           acquire then takes the grant up: its lease, {1, token}.
 //	renew    KEYS lock, readers   ARGV owner, lease ms → 1 renewed, 0 not held
 //	heartbeat KEYS lock, queue, waiters
 //	         ARGV owner, waiter timeout ms, wake-up channel, publish command
@@ -44,6 +48,10 @@ import (
 //	fence raise   KEYS fence   ARGV token → the fence, raised to token
 //	redlock renew KEYS lock, fence, gone   ARGV owner, lease ms, token
 //	              → 1 renewed (or taken back while free), 0 not held
+//
+// Wake-up payloads: "" wakes every waiter, "one" one waiter per client, an
+// owner id that owner's waiter, and "owner token" is a grant to owner (see
+// internal/wake).
 //
 // Expiries of keys that several owners share (queue, waiters, readers, gone)
 // are only ever lengthened: callers may use different options.

@@ -2,6 +2,7 @@ package luascripts_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,14 @@ func next(t *testing.T, payloads <-chan string) string {
 		t.Fatal("no wake-up published")
 		return ""
 	}
+}
+
+// woken returns the owner id the next wake-up on payloads names: a
+// hand-over's "owner token" without its token.
+func woken(t *testing.T, payloads <-chan string) string {
+	t.Helper()
+	owner, _, _ := strings.Cut(next(t, payloads), " ")
+	return owner
 }
 
 // A grant that leaves waiters queued wakes the new first waiter by name, so

@@ -1,6 +1,8 @@
 package luascripts_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -66,7 +68,11 @@ func TestReleaseHandsOnToTheFirstWaiter(t *testing.T) {
 
 			require.Equal(t, int64(1), k.release(t, rc, kd.release, "h", 1, 0))
 			assert.Equal(t, "a", k.holder(t, rc), "the release grants the first waiter")
-			assert.Equal(t, "a", next(t, payloads), "and wakes it by name")
+			owner, tok, _ := strings.Cut(next(t, payloads), " ")
+			assert.Equal(t, "a", owner, "and wakes it by name")
+			handed, err := strconv.ParseInt(tok, 10, 64)
+			require.NoError(t, err, "with the grant's token, in decimal: %q", tok)
+			assert.Greater(t, handed, h[1])
 			assert.Equal(t, "b", next(t, payloads), "and the next, to sleep until the grant's expiry")
 			ttl := k.pttl(t, rc)
 			assert.True(t, ttl > 0 && ttl <= 5000, "until the waiter's deadline: pttl %d ms", ttl)
@@ -75,7 +81,7 @@ func TestReleaseHandsOnToTheFirstWaiter(t *testing.T) {
 
 			a := k.attempt(t, rc, kd.acquire, "a", "1")
 			require.Equal(t, int64(1), a[0], "the waiter's attempt takes the grant up")
-			assert.Greater(t, a[1], h[1], "with a token of its own")
+			assert.Equal(t, handed, a[1], "with the token the wake-up carried")
 			assert.Greater(t, k.pttl(t, rc), int64(55000), "and its lease")
 
 			// b is first now; a releases, b is granted and gives up: its

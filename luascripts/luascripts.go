@@ -83,7 +83,7 @@ var scripts = [numScripts]*loaded{
 	RWRelease:        load("time.lua", "fence.lua", "gone.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),
 	FenceRaise:       load("time.lua", "fence.lua", "fence_raise.lua"),
 	RedlockRenew:     load("time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
-	Renew:            load("time.lua", "renew.lua"),
+	Renew:            load("time.lua", "owner.lua", "renew.lua"),
 	ForceUnlock:      load("time.lua", "gone.lua", "force_unlock.lua"),
 }
 

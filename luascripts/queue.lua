@@ -60,18 +60,27 @@ local function join_queue(queue, deadlines, owner, flag, ms, head)
   return 0
 end
 
+-- Wakes the first waiter of queue, if any, by name (publish on channel
+-- with command pub).
+local function wake_head(queue, pub, channel)
+  local first = redis.call('lindex', queue, 0)
+  if first then
+    redis.call(pub, channel, first)
+  end
+end
+
 -- Takes the first waiter, owner, off queue: it is being granted the lock.
 -- Wakes the new first waiter by name (publish on channel with command
 -- pub): it may be sleeping until owner's deadline (it found the lock free
 -- but was not first); woken, it finds the lock held and sleeps until this
 -- lease's expiry instead, so that a lease that expires without an Unlock
 -- hands the lock on as promptly as an Unlock does.
+-- With pub nil, it does not wake anyone: the caller does, after its grant.
 local function pop_head(queue, deadlines, owner, pub, channel)
   redis.call('lpop', queue)
   redis.call('zrem', deadlines, owner)
-  local following = redis.call('lindex', queue, 0)
-  if following then
-    redis.call(pub, channel, following)
+  if pub then
+    wake_head(queue, pub, channel)
   end
 end
 
@@ -95,10 +104,12 @@ end
 -- any (direct handoff): grant(owner, ms) makes owner the holder for ms
 -- milliseconds, its remaining deadline in the queue, so that a granted
 -- waiter that died holds the lock no longer than its waiter timeout; the
--- fence advances to the token the waiter's next attempt takes up with the
--- grant (take_up). The waiter, off the queue now, is woken by name, and so
--- is the next (pop_head): should the granted waiter never take the grant
--- up (it died), the next must wake when the grant expires, not at a
+-- fence advances to the grant's token. The waiter, off the queue now, is
+-- woken with a message "owner token": it holds the lock from then on, and
+-- its watchdog extends the grant to its lease (a waiter that misses the
+-- message takes the grant up by its next attempt, take_up). The next
+-- waiter is woken by name too (pop_head): should the granted waiter never
+-- act (it died), the next must wake when the grant expires, not at a
 -- deadline it read before. Returns the granted owner, or nil.
 local function hand_on(fence, queue, deadlines, pub, channel, grant)
   local head = queue_head(queue, deadlines)
@@ -106,10 +117,11 @@ local function hand_on(fence, queue, deadlines, pub, channel, grant)
     return nil
   end
   local ms = math.max(until_deadline(deadlines, head), 1)
-  redis.call(pub, channel, head)
-  pop_head(queue, deadlines, head, pub, channel)
+  pop_head(queue, deadlines, head)
   grant(head, ms)
-  next_token(fence)
+  -- '%.0f': Lua prints a number this large in exponent form.
+  redis.call(pub, channel, head .. ' ' .. string.format('%.0f', next_token(fence)))
+  wake_head(queue, pub, channel)
   return head
 end
 
@@ -123,10 +135,7 @@ local function take_up(lock, fence, queue, owner, ms, pub, channel)
   local shorter = redis.call('pttl', lock) > tonumber(ms)
   redis.call('pexpire', lock, ms)
   if shorter then
-    local following = redis.call('lindex', queue, 0)
-    if following then
-      redis.call(pub, channel, following)
-    end
+    wake_head(queue, pub, channel)
   end
   return {1, redis.call('incrby', fence, 0)}
 end

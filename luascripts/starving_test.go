@@ -54,7 +54,7 @@ func TestStarvingWaitersGoFirst(t *testing.T) {
 			assert.Equal(t, []string{"a", "n"}, queue())
 
 			assert.Equal(t, int64(1), k.release(t, rc, kd.release, "h", 1, 0))
-			assert.Equal(t, "a", next(t, payloads), "the release hands the lock to the first queued waiter and wakes it by name")
+			assert.Equal(t, "a", woken(t, payloads), "the release hands the lock to the first queued waiter and wakes it by name")
 			assert.Equal(t, "n", next(t, payloads), "and the next")
 			got := k.attempt(t, rc, kd.acquire, "x", "2")
 			assert.Equal(t, int64(0), got[0], "a newcomer does not overtake the queue")
@@ -68,7 +68,7 @@ func TestStarvingWaitersGoFirst(t *testing.T) {
 			assert.Equal(t, int64(0), k.release(t, rc, kd.release, "n", 0, 0), "a waiter's withdrawal")
 			assert.Equal(t, []string{"x"}, queue())
 			assert.Equal(t, int64(1), k.release(t, rc, kd.release, "a", 1, 0))
-			assert.Equal(t, "x", next(t, payloads))
+			assert.Equal(t, "x", woken(t, payloads))
 			require.Equal(t, int64(1), k.attempt(t, rc, kd.acquire, "x", "2")[0])
 			assert.False(t, exists(t, rc, k.queue), "the queue is empty")
 			assert.Equal(t, int64(1), k.release(t, rc, kd.release, "x", 1, 0))

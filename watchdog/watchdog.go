@@ -100,6 +100,14 @@ func NewEntry(renewal luascripts.Call, lease time.Duration, renew bool, confirme
 	return e
 }
 
+// NewHandedEntry returns a renewed lease that another owner's release
+// handed over (see luascripts' hand_on): certainly held until validUntil,
+// what is left of the new holder's deadline as a waiter, and due for
+// renewal at once, which extends it to lease. Otherwise it is NewEntry's.
+func NewHandedEntry(renewal luascripts.Call, lease time.Duration, validUntil time.Time, lost func(cause error)) *Entry {
+	return &Entry{call: renewal, lease: lease, renew: true, lost: lost, index: -1, validUntil: validUntil, next: time.Now()}
+}
+
 // A Renewal renews a lease that cannot share a batch (one held on several
 // servers). It reports whether the lease is still held; an error means the
 // outcome is unknown, and the renewal is retried until the lease's validity

@@ -7,8 +7,11 @@
 // (a read-write lock's readers may all enter); WakeOne wakes the waiter of
 // this Hub that has waited longest (a mutex can go to one waiter only, so
 // waking all would only make them race), and one whose payload is an owner
-// id wakes only that owner's waiter (the fair lock hands over to its first
-// waiter).
+// id wakes only that owner's waiter (a release that hands the lock to its
+// first queued waiter names it). A payload "owner token" is such a
+// hand-over made in Redis already: it wakes owner's waiter with the fencing
+// token of its grant, which Granted returns, so that the waiter holds the
+// lock without another round trip.
 //
 // Delivery model. A Hub subscribes on connections of its own, taken from
 // the rueidis client's dedicated pool and never shared with commands: one
@@ -33,6 +36,8 @@ package wake
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,9 +114,10 @@ type Sub struct {
 
 // target is one waiting owner's signal.
 type target struct {
-	ch    chan struct{} // closed by a wake-up for this owner
-	seq   uint64
-	woken bool // closed by a wake-up for one waiter, and not taken up since
+	ch      chan struct{} // closed by a wake-up for this owner
+	seq     uint64
+	woken   bool  // closed by a wake-up for one waiter, and not taken up since
+	granted int64 // the token of a hand-over to this owner, not taken yet; 0 if none
 }
 
 // Join returns the subscription to channel, starting it if no waiter joined
@@ -198,6 +204,21 @@ func (s *Sub) NextFor(owner string) <-chan struct{} {
 	return t.ch
 }
 
+// Granted returns, and forgets, the fencing token of a hand-over to owner
+// that a wake-up delivered ("owner token"), or 0 when none came since the
+// last call.
+func (s *Sub) Granted(owner string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.targets[owner]
+	if t == nil {
+		return 0
+	}
+	token := t.granted
+	t.granted = 0
+	return token
+}
+
 // Forget drops owner's signal. If a wake-up for one waiter went to owner and
 // owner left without acting on it, it passes to the next waiter.
 func (s *Sub) Forget(owner string) {
@@ -210,8 +231,8 @@ func (s *Sub) Forget(owner string) {
 	}
 }
 
-// wake delivers a wake-up whose payload is "" (for all), WakeOne, or an
-// owner id.
+// wake delivers a wake-up whose payload is "" (for all), WakeOne, an owner
+// id, or an owner id and the token of a hand-over to it.
 func (s *Sub) wake(payload string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -223,10 +244,29 @@ func (s *Sub) wake(payload string) {
 	case WakeOne:
 		s.wakeOne()
 	default:
-		if t := s.targets[payload]; t != nil {
+		owner, token := handOver(payload)
+		if t := s.targets[owner]; t != nil {
+			if token > 0 {
+				t.granted = token
+			}
 			t.fire()
 		}
 	}
+}
+
+// handOver splits a payload "owner token" into its owner id and token; a
+// payload without a valid token is an owner id alone (token 0). Owner ids
+// have no spaces.
+func handOver(payload string) (owner string, token int64) {
+	owner, tok, ok := strings.Cut(payload, " ")
+	if !ok {
+		return payload, 0
+	}
+	token, err := strconv.ParseInt(tok, 10, 64)
+	if err != nil || token <= 0 {
+		return owner, 0
+	}
+	return owner, token
 }
 
 // wakeOne fires the signal of the armed owner that has waited longest

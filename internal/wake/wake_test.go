@@ -394,6 +394,40 @@ func TestClose(t *testing.T) {
 // TestWakeOne: a wake-up for one waiter goes to the longest waiting, then to
 // the next (the woken one goes to the back), and passes on when its waiter
 // leaves without acting on it.
+// A wake-up "owner token" is a hand-over: it wakes owner's waiter, which
+// takes the token once with Granted; a plain named wake-up carries none.
+func TestHandOverCarriesItsToken(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, _ := newHub(t, srv)
+	ch := channelOf(t, "")
+
+	s := h.Join(ch)
+	defer s.Leave()
+	numsubIs(t, admin, ch, 1)
+	barrier(t, s, admin, ch)
+
+	a, b := s.NextFor("a"), s.NextFor("b")
+	require.Equal(t, int64(1), publish(t, admin, ch, "a 1764000000000042"))
+	fired(t, a, "a hand-over to a")
+	pending(t, b)
+	assert.Equal(t, int64(1764000000000042), s.Granted("a"))
+	assert.Equal(t, int64(0), s.Granted("a"), "a token is taken once")
+	assert.Equal(t, int64(0), s.Granted("b"))
+
+	b = s.NextFor("b")
+	require.Equal(t, int64(1), publish(t, admin, ch, "b"))
+	fired(t, b, "a wake-up naming b")
+	assert.Equal(t, int64(0), s.Granted("b"), "a named wake-up carries no token")
+	b = s.NextFor("b")
+	require.Equal(t, int64(1), publish(t, admin, ch, "b x"))
+	fired(t, b, "a wake-up naming b with no valid token")
+	assert.Equal(t, int64(0), s.Granted("b"))
+	assert.Equal(t, int64(0), s.Granted("nobody"))
+	s.Forget("a")
+	s.Forget("b")
+}
+
 func TestWakeOne(t *testing.T) {
 	srv := redistest.Shared(t)
 	admin := srv.Client(t)
