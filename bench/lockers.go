@@ -81,6 +81,7 @@ var libraries = []*library{
 	relockLibrary("relock-rwlock-write", "relock rwlock", "rwlock.New, write lock", "relock rwlock (write)", inUncontended|inDistinct, relockRWWrite),
 	relockScripts(),
 	relockNoPipelining(),
+	relockDeadline(),
 	relockRWMix(),
 	redsyncLibrary("redsync", "default: 32 tries 50–250 ms apart, expiry 8 s", "redsync default", inUncontended|inDistinct|inHotKey, nil),
 	redsyncLibrary("redsync-tuned", "tuned: WithRetryDelay(5 ms), tries until ctx ends", "redsync tuned 5 ms", inHotKey, redsyncTuned),

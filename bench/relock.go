@@ -95,6 +95,34 @@ func relockNoPipelining() *library {
 	}
 }
 
+// relockDeadline is relock's mutex with a ctx that has a deadline for
+// each Lock, as a caller bounding its wait passes: the attempt then runs
+// in a goroutine the caller can leave at the deadline, which the other
+// rows' ctx, one that never ends, does not need (see opCtx).
+func relockDeadline() *library {
+	return &library{
+		Lib: Lib{ID: "relock-deadline", Name: "relock mutex, deadline per Lock", Variant: "mutex.New; each Lock under context.WithTimeout(ctx, 10s)",
+			Label: "relock mutex, deadline ctx", Client: clientRueidis, Relock: true},
+		in: inUncontended | inDistinct,
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			c, closeAll, err := newRelock(rueidisOption(addr, false), sent.wrap)
+			if err != nil {
+				return nil, nil, err
+			}
+			return deadlineLocker{relockLocker{c: c, kind: relockMutex}}, closeAll, nil
+		},
+	}
+}
+
+// deadlineLocker bounds each Lock of a relockLocker by a deadline of its own.
+type deadlineLocker struct{ relockLocker }
+
+func (l deadlineLocker) Lock(ctx context.Context, key string) (func() error, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return l.relockLocker.Lock(ctx, key)
+}
+
 // relockRWMix is relock's read-write lock taken for reading nine times in
 // ten, for writing once.
 func relockRWMix() *library {

@@ -130,7 +130,7 @@ func (p *parRow) run(ctx context.Context, r *runner, d time.Duration) {
 				if t.After(end) || ctx.Err() != nil {
 					return
 				}
-				unlock, err := p.lk.Lock(ctx, key)
+				unlock, err := p.lk.Lock(opCtx(ctx), key)
 				if err == nil {
 					err = unlock()
 				}

@@ -108,7 +108,9 @@ func (r *runner) lockRow(lib *library) *seqRow {
 	key := r.key("one", lib.ID)
 	s.close = closeLib
 	s.op = func(ctx context.Context) error {
-		unlock, err := lk.Lock(ctx, key)
+		// A Lock that waits as long as it takes: the run is bounded by
+		// time (see opCtx).
+		unlock, err := lk.Lock(opCtx(ctx), key)
 		if err != nil {
 			return err
 		}
@@ -235,3 +237,9 @@ func spin(stop <-chan struct{}) {
 		}
 	}
 }
+
+// opCtx is the ctx a row's Lock calls get: ctx's values without its end,
+// as a caller that waits as long as it takes passes context.Background.
+// Every library gets the same; relock's "deadline per Lock" row shows what
+// a ctx that can end costs it (see relockDeadline).
+func opCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
