@@ -125,12 +125,13 @@ func (p *parRow) run(ctx context.Context, r *runner, d time.Duration) {
 	var wg sync.WaitGroup
 	for i, key := range p.keys {
 		wg.Go(func() {
+			octx := opCtx(ctx) // Locks that wait as long as they take
 			for range maxAcquisitions {
 				t := time.Now()
 				if t.After(end) || ctx.Err() != nil {
 					return
 				}
-				unlock, err := p.lk.Lock(opCtx(ctx), key)
+				unlock, err := p.lk.Lock(octx, key)
 				if err == nil {
 					err = unlock()
 				}

@@ -108,9 +108,7 @@ func (r *runner) lockRow(lib *library) *seqRow {
 	key := r.key("one", lib.ID)
 	s.close = closeLib
 	s.op = func(ctx context.Context) error {
-		// A Lock that waits as long as it takes: the run is bounded by
-		// time (see opCtx).
-		unlock, err := lk.Lock(opCtx(ctx), key)
+		unlock, err := lk.Lock(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -199,12 +197,14 @@ func (s *seqRow) run(ctx context.Context, r *runner, d time.Duration) {
 	runtime.ReadMemStats(&m0)
 	runs0 := sched.read()
 	end := time.Now().Add(d)
+	// Locks that wait as long as they take: the run is bounded by time.
+	octx := opCtx(ctx)
 	for len(s.samples) < cap(s.samples) {
 		t := time.Now()
 		if t.After(end) {
 			break
 		}
-		if err := s.op(ctx); err != nil {
+		if err := s.op(octx); err != nil {
 			s.err = err
 			break
 		}
