@@ -342,45 +342,74 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			d = min(d, max(time.Until(at), time.Millisecond))
 		}
 		again = false
-		if err := b.wait(ctx, next, d); err != nil {
-			if errors.Is(err, ErrClosed) {
-				return nil, err
+		for {
+			if err := b.wait(ctx, next, d); err != nil {
+				if errors.Is(err, ErrClosed) {
+					return nil, err
+				}
+				return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
 			}
-			return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
-		}
-		if until, token := w.handedOver(); token > 0 {
-			lease, err := b.grant(ctx, w.owner, token, time.Now(), until)
-			if lease != nil || err != nil {
-				w.acquired = lease != nil
-				return lease, err
+			// Before asking what the wake-up said: a wake-up from here on
+			// fires the next signal.
+			next = w.next()
+			if until, token := w.handedOver(); token > 0 {
+				lease, err := b.grant(ctx, w.owner, token, time.Now(), until)
+				if lease != nil || err != nil {
+					w.acquired = lease != nil
+					return lease, err
+				}
+				// Its validity had passed: released in the background, as
+				// above; try again as a new owner.
+				w.restart(false)
+				break
 			}
-			// Its validity had passed: released in the background, as
-			// above; try again as a new owner.
-			w.restart(false)
+			// A release granted the lock to the waiter ahead, for d: no
+			// attempt can take it before. (Bounded as any sleep is: pub/sub
+			// may drop the wake-up that would end it early.)
+			if d = min(w.told(), maxWait); d <= 0 {
+				break
+			}
 		}
 	}
 }
 
+// told returns how long the last wake-up said w need not try (see
+// wake.Sub.Wait), or 0.
+func (w *waiter) told() time.Duration {
+	if w.sub == nil {
+		return 0
+	}
+	return w.sub.Wait(w.owner)
+}
+
 // handedOver returns the token of a hand-over that a wake-up delivered to
 // w's owner (another owner's release made it the holder: see
-// luascripts' hand_on), and until when the lock is certainly held: what was
-// left of the owner's deadline as a queued waiter, which the release gave
-// the grant. Its token is 0 when no hand-over came, or when w takes one up
-// by an attempt instead (take_up), which its next one does: for a fixed
-// lease, which must last its length from the grant, and when grants wait
-// for replicas.
+// luascripts' hand_on), and until when the lock is certainly held. Its
+// token is 0 when no hand-over came, or when w takes one up by an attempt
+// instead (take_up), which its next one does: for a fixed lease, which
+// must last its length from the grant, and when grants wait for replicas.
+//
+// A grant lasts what was left of the owner's deadline as a queued waiter,
+// which its attempts and heartbeats pushed forward: it expires no earlier
+// than the waiter timeout after the first attempt that queued the owner
+// was sent (less drift), which is the bound used. Not the last refresh's:
+// the wake-up may be stale — delivered late, after the grant expired, and
+// after an attempt that queued the owner again (a process paused meanwhile)
+// — and only this bound holds for every grant the owner ever got. A grant
+// past it is taken up by an attempt, if it is still live.
 func (w *waiter) handedOver() (until time.Time, token int64) {
 	b := w.b
-	if w.sub == nil || w.entry == nil || b.fixed || b.multi != nil || b.c.ack.replicas > 0 {
+	if w.sub == nil || w.queuedAt.IsZero() || b.fixed || b.multi != nil || b.c.ack.replicas > 0 {
 		return time.Time{}, 0
 	}
 	if token = w.sub.Granted(w.owner); token == 0 {
 		return time.Time{}, 0
 	}
-	// The grant expires at the owner's deadline on the server, which its
-	// last answered attempt or heartbeat set: no earlier than that call's
-	// sending plus the waiter timeout, less drift, the entry's validity.
-	return w.entry.ValidUntil(), token
+	until = w.queuedAt.Add(b.waiterTimeout - watchdog.Drift(b.waiterTimeout))
+	if !time.Now().Before(until) {
+		return time.Time{}, 0 // the attempt that follows takes the grant up, if live
+	}
+	return until, token
 }
 
 // joinedHook, when set (by tests only), runs between taking the wake-up
@@ -400,6 +429,7 @@ type waiter struct {
 	since     time.Time       // when the first attempt found the lock held
 	sub       *wake.Sub       // the lock's wake-up subscription, once joined
 	queued    bool            // an answered attempt left owner in a queue
+	queuedAt  time.Time       // when the first attempt that queued owner was sent; zero before
 	entry     *watchdog.Entry // heartbeats keeping owner's place; nil if none
 	acquired  bool
 	abandoned bool              // owner was released as gone: nothing left to withdraw
@@ -596,6 +626,7 @@ func (w *waiter) restart(gone bool) {
 	w.b.c.abandon(w.b, w.owner, 0, gone)
 	w.forget()
 	w.owner = w.b.c.newOwner()
+	w.queuedAt = time.Time{}
 }
 
 // forget drops what keeps w.owner waiting locally: its wake-up signal and
@@ -617,6 +648,9 @@ func (w *waiter) waited(sent time.Time) {
 	b := w.b
 	if !w.queued {
 		return
+	}
+	if w.queuedAt.IsZero() {
+		w.queuedAt = sent
 	}
 	if w.entry != nil && b.c.wd.Confirm(w.entry, sent) {
 		return

@@ -307,3 +307,56 @@ func TestHandOverNeedsNoAttempt(t *testing.T) {
 	require.NoError(t, l.Context().Err())
 	require.NoError(t, l.Unlock())
 }
+
+// The waiter behind one to which a release hands the lock is told how
+// long the grant lasts, and sleeps instead of trying: it makes no attempt
+// until the lock is handed to it in turn. (It was woken to try, found the
+// lock held, and slept until the grant's expiry: one attempt per
+// handoff.)
+func TestWaiterBehindAHandOverDoesNotTry(t *testing.T) {
+	srv := redistest.Shared(t)
+	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
+	first := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
+	spy := &acquireSpy{Client: srv.Client(t)}
+	second := fair.New(locktest.Client(t, spy), t.Name())
+	ctx := context.Background()
+	rc := srv.Client(t)
+	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
+	queued := func(n int64) {
+		t.Helper()
+		locktest.Eventually(t, fmt.Sprintf("%d waiters queued", n), func() bool {
+			got, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
+			return err == nil && got == n
+		})
+	}
+
+	h, err := holder.Lock(ctx)
+	require.NoError(t, err)
+	lock := func(l relock.Locker) <-chan *relock.Lease {
+		got := make(chan *relock.Lease, 1)
+		go func() {
+			lease, err := l.Lock(ctx)
+			assert.NoError(t, err)
+			got <- lease
+		}()
+		return got
+	}
+	firstGot := lock(first)
+	queued(1)
+	secondGot := lock(second)
+	queued(2)
+	time.Sleep(100 * time.Millisecond) // the second's attempt answered, its subscription confirmed
+	before := spy.attempts.Load()
+
+	require.NoError(t, h.Unlock())
+	a := <-firstGot
+	require.NotNil(t, a)
+	time.Sleep(300 * time.Millisecond) // what a woken second would take to try
+	assert.Equal(t, before, spy.attempts.Load(), "the second waiter tried while the lock was handed to the first")
+	require.NoError(t, a.Unlock())
+	b := <-secondGot
+	require.NotNil(t, b)
+	assert.Equal(t, before, spy.attempts.Load(), "the second waiter tried before the lock was handed to it")
+	assert.Greater(t, b.Token(), a.Token())
+	require.NoError(t, b.Unlock())
+}

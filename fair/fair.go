@@ -23,8 +23,11 @@
 // was left of the waiter's deadline until its watchdog extends it: a
 // waiter that died meanwhile holds the lock no longer than its waiter
 // timeout, and one whose ctx ended releases it to the next. A waiter that
-// misses the message (pub/sub drops messages while reconnecting), and one
-// with a fixed relock.WithLease lease, take the grant up by an attempt.
+// misses the message (pub/sub drops messages while reconnecting), one that
+// gets it later than the waiter timeout after it queued (it cannot tell
+// that the grant is still live), and one with a fixed relock.WithLease
+// lease, take the grant up by an attempt. The waiter behind is told how
+// long the grant lasts, and does not try before.
 //
 // # Safety model
 //

@@ -61,10 +61,13 @@ local function join_queue(queue, deadlines, owner, flag, ms, head)
 end
 
 -- Wakes the first waiter of queue, if any, by name (publish on channel
--- with command pub).
-local function wake_head(queue, pub, channel)
+-- with command pub): to try now, or, with ms, to sleep ms milliseconds
+-- before trying ("owner wait:ms"; see internal/wake).
+local function wake_head(queue, pub, channel, ms)
   local first = redis.call('lindex', queue, 0)
-  if first then
+  if first and ms then
+    redis.call(pub, channel, first .. ' wait:' .. ms)
+  elseif first then
     redis.call(pub, channel, first)
   end
 end
@@ -108,9 +111,10 @@ end
 -- woken with a message "owner token": it holds the lock from then on, and
 -- its watchdog extends the grant to its lease (a waiter that misses the
 -- message takes the grant up by its next attempt, take_up). The next
--- waiter is woken by name too (pop_head): should the granted waiter never
--- act (it died), the next must wake when the grant expires, not at a
--- deadline it read before. Returns the granted owner, or nil.
+-- waiter is told to sleep until the grant expires ("owner wait:ms"):
+-- should the granted waiter never act (it died), the next must try then,
+-- not at a later time it read before; and it need not try before.
+-- Returns the granted owner, or nil.
 local function hand_on(fence, queue, deadlines, pub, channel, grant)
   local head = queue_head(queue, deadlines)
   if not head then
@@ -121,7 +125,7 @@ local function hand_on(fence, queue, deadlines, pub, channel, grant)
   grant(head, ms)
   -- '%.0f': Lua prints a number this large in exponent form.
   redis.call(pub, channel, head .. ' ' .. string.format('%.0f', next_token(fence)))
-  wake_head(queue, pub, channel)
+  wake_head(queue, pub, channel, ms)
   return head
 end
 

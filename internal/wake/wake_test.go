@@ -428,6 +428,49 @@ func TestHandOverCarriesItsToken(t *testing.T) {
 	s.Forget("b")
 }
 
+// A wake-up "owner wait:ms" tells owner's waiter, once, how long it need
+// not try; any later wake-up for it says to try now.
+func TestWakeUpCanSayWait(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, _ := newHub(t, srv)
+	ch := channelOf(t, "")
+
+	s := h.Join(ch)
+	defer s.Leave()
+	numsubIs(t, admin, ch, 1)
+	barrier(t, s, admin, ch)
+
+	a := s.NextFor("a")
+	require.Equal(t, int64(1), publish(t, admin, ch, "a wait:4500"))
+	fired(t, a, "a wake-up telling a to wait")
+	a = s.NextFor("a")
+	assert.Equal(t, 4500*time.Millisecond, s.Wait("a"))
+	assert.Equal(t, time.Duration(0), s.Wait("a"), "said once")
+	assert.Equal(t, int64(0), s.Granted("a"))
+
+	require.Equal(t, int64(1), publish(t, admin, ch, "a wait:4500"))
+	fired(t, a, "a wake-up telling a to wait")
+	a = s.NextFor("a")
+	require.Equal(t, int64(1), publish(t, admin, ch, "a"))
+	fired(t, a, "a wake-up naming a")
+	assert.Equal(t, time.Duration(0), s.Wait("a"), "a later wake-up says to try now")
+
+	a = s.NextFor("a")
+	require.Equal(t, int64(1), publish(t, admin, ch, "a wait:4500"))
+	fired(t, a, "a wake-up telling a to wait")
+	a = s.NextFor("a")
+	require.Equal(t, int64(1), publish(t, admin, ch, ""))
+	fired(t, a, "a wake-up for all")
+	assert.Equal(t, time.Duration(0), s.Wait("a"), "so does a wake-up for all")
+
+	a = s.NextFor("a")
+	require.Equal(t, int64(1), publish(t, admin, ch, "a wait:x"))
+	fired(t, a, "a wake-up naming a, with no valid wait")
+	assert.Equal(t, time.Duration(0), s.Wait("a"))
+	s.Forget("a")
+}
+
 func TestWakeOne(t *testing.T) {
 	srv := redistest.Shared(t)
 	admin := srv.Client(t)
