@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -246,7 +247,24 @@ func (c *ReplicatedCluster) KillMaster(t testing.TB, key string) *Server {
 	return m
 }
 
-// FailoverShard promotes a replica (ReplicaOf's) of the master that serves
+// byOffset returns replicas ordered by the replication offset each has
+// processed, largest first; a replica that does not answer goes last.
+func byOffset(ctx context.Context, replicas []*Server) []*Server {
+	offsets := make(map[*Server]int64, len(replicas))
+	for _, r := range replicas {
+		offsets[r] = -1
+		if v, err := infoField(ctx, r.addr, "replication", "slave_repl_offset"); err == nil {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				offsets[r] = n
+			}
+		}
+	}
+	sorted := slices.Clone(replicas)
+	slices.SortStableFunc(sorted, func(a, b *Server) int { return cmp.Compare(offsets[b], offsets[a]) })
+	return sorted
+}
+
+// FailoverShard promotes a replica of the master that serves
 // key's slot and returns it once every running node reports the cluster ok,
 // the slot served by it, and the shard's other running replicas, and the old
 // master if it runs, as its replicas; unless replication is frozen, it also
@@ -255,9 +273,10 @@ func (c *ReplicatedCluster) KillMaster(t testing.TB, key string) *Server {
 // With the master running, it asks the replica for a manual failover
 // (CLUSTER FAILOVER): the master stops taking writes until the replica has
 // them all, so none is lost; this needs replication running. With the
-// master killed, it makes the replica take the shard over at once (CLUSTER
-// FAILOVER TAKEOVER, no election) without waiting out the cluster's own
-// failure detection: whatever the replica had not received is lost.
+// master killed, it makes the replica that received the most take the
+// shard over at once (CLUSTER FAILOVER TAKEOVER, no election) without
+// waiting out the cluster's own failure detection: whatever that replica
+// had not received is lost, and nothing a WAIT saw acknowledged.
 //
 // It fails the test when the failover does not complete within 90 seconds.
 func (c *ReplicatedCluster) FailoverShard(t testing.TB, key string) *Server {
@@ -266,11 +285,17 @@ func (c *ReplicatedCluster) FailoverShard(t testing.TB, key string) *Server {
 	if len(replicas) == 0 {
 		t.Fatalf("redistest: master %s of %q has no running replica to promote", old.addr, key)
 	}
-	replica, followers := replicas[0], replicas[1:]
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
-	slot := c.slot(t, key)
 	graceful := len(running([]*Server{old})) == 1
+	if !graceful {
+		// As the cluster's own election would: the replica that received
+		// the most, so that a write WAIT saw acknowledged by any replica
+		// survives.
+		replicas = byOffset(ctx, replicas)
+	}
+	replica, followers := replicas[0], replicas[1:]
+	slot := c.slot(t, key)
 	if graceful {
 		followers = append(followers, old)
 	}
