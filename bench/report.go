@@ -343,7 +343,7 @@ func profileReading(res *Results, p ProfileSummary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s of the client's CPU samples pass through relock's code (what it calls included), %s through rueidis. "+
 		"By where the CPU itself went: socket system calls %s, the Go scheduler and goroutine wake-ups %s, allocation and GC %s, relock's own code %s, "+
-		"Go's context, time and sync code %s (relock makes contexts for every lease: one canceled with a cause, an AfterFunc link to its hold, and a timeout for the release). ",
+		"Go's context, time and sync code %s (relock makes one context per hold, canceled with a cause when it ends, which its first lease carries; releases share one deadline per second). ",
 		fmtPct(share(p.Through, "relock")), fmtPct(share(p.Through, "rueidis")),
 		fmtPct(share(p.Categories, "socket")), fmtPct(share(p.Categories, "scheduler")),
 		fmtPct(share(p.Categories, "memory")+share(p.Categories, "garbage")), fmtPct(share(p.Categories, "relock")),
