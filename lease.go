@@ -64,6 +64,12 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // lease is certainly held: its last confirmation by Redis (the sending of the
 // acquire or renewal) plus the lease, less an allowance for clock drift. The
 // watchdog moves it forward on each renewal. Compare it with time.Now.
+//
+// A lock that a release handed to its first queued waiter (see the package
+// doc) is granted for what was left of the waiter timeout, so that a waiter
+// that died holds it no longer: until the watchdog's first renewal, sent as
+// Lock returns, ValidUntil is the waiter timeout after the waiter queued,
+// less drift, and may be sooner than a lease from now.
 func (l *Lease) ValidUntil() time.Time { return l.h.entry.ValidUntil() }
 
 // Unlock ends the lease. It is safe to defer and to call from any goroutine;
