@@ -18,15 +18,19 @@ end
 -- that stopped heart-beating (in the writers' queue, see queue.lua);
 -- deletes the lock when no holder is left. O(log n + expired).
 local function purge(lock, readers, waiters, queue, now)
+  local ended = false
   for _, dead in ipairs(redis.call('zrangebyscore', readers, '-inf', now)) do
     redis.call('zrem', readers, dead)
     redis.call('hdel', lock, dead)
+    ended = true
   end
   for _, dead in ipairs(redis.call('zrangebyscore', waiters, '-inf', now)) do
     redis.call('zrem', waiters, dead)
     redis.call('lrem', queue, 1, dead)
   end
-  if redis.call('hlen', lock) == 1 and redis.call('hexists', lock, 'mode') == 1 then
+  -- Only a hold ended here can leave the hash with its mode alone: every
+  -- script that ends one deletes the lock when none is left.
+  if ended and redis.call('hlen', lock) == 1 and redis.call('hexists', lock, 'mode') == 1 then
     redis.call('del', lock)
   end
 end

@@ -19,8 +19,9 @@
 --          way, is refused when it lands (and does not register it again
 --          as a waiting writer)
 --
--- Wake-ups go to every waiter ("" payload): releasing the last reader wakes
--- the writers; releasing the writer wakes the readers.
+-- Releasing the last holder wakes the first waiting writer by name, if one
+-- waits (no reader may enter before it), else every waiter ("" payload:
+-- the readers may all enter).
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
@@ -46,7 +47,10 @@ local reader = redis.call('zrem', KEYS[4], ARGV[1]) == 1
 redis.call('hdel', KEYS[1], ARGV[1])
 if redis.call('hlen', KEYS[1]) <= 1 then
   redis.call('del', KEYS[1])
-  redis.call(ARGV[3], ARGV[2], '')
+  -- The first waiting writer goes next, and no reader may enter before
+  -- it: wake it alone. With no writer waiting, wake every waiter: the
+  -- readers may all enter.
+  redis.call(ARGV[3], ARGV[2], queue_head(KEYS[2], KEYS[3]) or '')
   return 1
 end
 if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then
