@@ -34,8 +34,9 @@ import (
 //	           the lock, it withdraws the owner as a waiter. A release
 //	           that leaves the lock free with waiters queued (mutex,
 //	           reentrant, fair) grants it to the first for what is left
-//	           of its deadline, and publishes "owner token"; that owner's
-//	           acquire then takes the grant up: its lease, {1, token}.
+//	           of its deadline, and publishes "owner token": that owner
+//	           holds it from then on; an acquire of that owner takes the
+//	           grant up instead (its lease, {1, token}).
 //	renew    KEYS lock, readers   ARGV owner, lease ms → 1 renewed, 0 not held
 //	heartbeat KEYS lock, queue, waiters
 //	         ARGV owner, waiter timeout ms, wake-up channel, publish command

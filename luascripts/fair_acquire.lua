@@ -24,8 +24,10 @@
 -- sleeps until this lease's expiry instead, so that a lease that expires
 -- without an Unlock hands the lock on as promptly as an Unlock does.
 --
--- A release hands the lock to the first queued waiter (queue.lua, hand_on);
--- that waiter's next attempt takes the grant up.
+-- A release hands the lock to the first queued waiter (queue.lua, hand_on),
+-- whose Lock holds it on the wake-up; an attempt of that waiter's takes the
+-- grant up instead (take_up) when it missed the wake-up, has a fixed lease,
+-- or waits for replicas.
 --
 -- Returns {1, token} when acquired. Returns {0, wait} when not, where wait
 -- is how long in milliseconds nothing can change without a wake-up: the

@@ -41,12 +41,14 @@ func (k lockKeys) pttl(t *testing.T, rc rueidis.Client) int64 {
 }
 
 // A release that leaves waiters queued hands the lock to the first of them
-// in the same script (issue 14: direct handoff) and wakes it by name; the
-// waiter's next attempt takes the grant up: its fencing token, and its
-// lease from then on. Until then the grant lasts no longer than the
-// waiter's deadline in the queue, so a granted waiter that died holds the
-// lock no longer than its waiter timeout; one that gave up releases it,
-// and the lock goes to the next waiter.
+// in the same script (issue 14: direct handoff), wakes it with the grant's
+// token ("owner token"), and tells the next how long the grant lasts
+// ("owner wait:ms"). An attempt of the granted waiter (one that missed the
+// wake-up) takes the grant up: the same token, and its lease from then
+// on. Until then the grant lasts no longer than the waiter's deadline in
+// the queue, so a granted waiter that died holds the lock no longer than
+// its waiter timeout; one that gave up releases it, and the lock goes to
+// the next waiter.
 func TestReleaseHandsOnToTheFirstWaiter(t *testing.T) {
 	for _, kd := range []struct {
 		name             string

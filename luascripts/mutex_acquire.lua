@@ -27,8 +27,10 @@
 -- the new first waiter by name, so that it sleeps until this lease's
 -- expiry rather than until an earlier deadline.
 --
--- A release hands the lock to the first queued waiter (queue.lua, hand_on);
--- that waiter's next attempt takes the grant up.
+-- A release hands the lock to the first queued waiter (queue.lua, hand_on),
+-- whose Lock holds it on the wake-up; an attempt of that waiter's takes the
+-- grant up instead (take_up) when it missed the wake-up, has a fixed lease,
+-- or waits for replicas.
 --
 -- Returns {1, token} when acquired. Returns {0, wait, queued} when not:
 -- wait is the holder's remaining time to live in milliseconds (-1 when the

@@ -20,8 +20,10 @@
 --
 -- Starvation works as for the mutex (mutex_acquire.lua).
 --
--- A release hands the lock to the first queued waiter (queue.lua, hand_on);
--- that waiter's next attempt takes the grant up.
+-- A release hands the lock to the first queued waiter (queue.lua, hand_on),
+-- whose Lock holds it on the wake-up; an attempt of that waiter's takes the
+-- grant up instead (take_up) when it missed the wake-up, has a fixed lease,
+-- or waits for replicas.
 --
 -- Returns {1, token} when acquired, with a hold count of 1. Returns
 -- {0, wait, queued} when not, queued 1 when the owner is queued, else 0;
