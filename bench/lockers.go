@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -126,11 +127,19 @@ func libraryByID(id string) (*library, error) {
 func librariesIn(s scenarios) []*library {
 	var out []*library
 	for _, l := range libraries {
-		if l.in&s != 0 {
+		if l.in&s != 0 && chosen(l.ID) {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// libFilter holds the library IDs that -libs chose; nil chooses every
+// library.
+var libFilter []string
+
+func chosen(id string) bool {
+	return libFilter == nil || slices.Contains(libFilter, id)
 }
 
 // notAcquired reports whether err is a library's "the lock is held by

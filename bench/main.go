@@ -43,6 +43,8 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "directory for report.md, results.json and the plots (default: results, or a temporary directory with -smoke)")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "run every scenario for a fraction of a second (a check that the benchmark works, not a measurement)")
 	flag.BoolVar(&cfg.rerender, "rerender", false, "measure nothing: write report.md and the plots again from the results.json in -out")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated scenarios to run alone (sequential, distinct, hotkey, spread, waiters, redlock, replica, watchdog): rows are logged, no report is written; for trying a change, not a measurement to publish")
+	flag.StringVar(&cfg.libs, "libs", "", "with -only: comma-separated IDs of the libraries to run (relock, relock-fair, redsync…; see results.json)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "bench: unexpected arguments:", flag.Args())
@@ -62,7 +64,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "bench: report in %s\n", filepath.Join(out, "report.md"))
+	if cfg.only == "" {
+		fmt.Fprintf(os.Stderr, "bench: report in %s\n", filepath.Join(out, "report.md"))
+	}
 }
 
 // config is what the command line asks for.
@@ -71,6 +75,8 @@ type config struct {
 	out      string
 	smoke    bool
 	rerender bool
+	only     string    // scenarios to run alone; "" runs them all and writes the report
+	libs     string    // with only: library IDs
 	command  string    // as the report shows it
 	log      io.Writer // progress lines
 }
@@ -200,6 +206,12 @@ func run(ctx context.Context, cfg config) (string, error) {
 	if cfg.redis != "" {
 		defer r.cleanup()
 	}
+	if cfg.only != "" {
+		r.logf("bench: Redis %s at %s; running %s alone, writing nothing", stats.version, addr, cfg.only)
+		libFilter = splitList(cfg.libs)
+		runOnly(ctx, r, splitList(cfg.only))
+		return out, ctx.Err()
+	}
 	r.logf("bench: Redis %s at %s; writing to %s", stats.version, addr, out)
 	res.Floor, res.Uncontended = r.sequentialRows(ctx)
 	res.Distinct = r.distinctRows(ctx)
@@ -222,6 +234,45 @@ func run(ctx context.Context, cfg config) (string, error) {
 		return "", err
 	}
 	return out, nil
+}
+
+// runOnly runs the named scenarios, whose rows the runner logs as they
+// end: a quick look at a change, not a report.
+func runOnly(ctx context.Context, r *runner, names []string) {
+	for _, name := range names {
+		switch name {
+		case "sequential":
+			r.sequentialRows(ctx)
+		case "distinct":
+			for _, row := range r.distinctRows(ctx) {
+				r.logf("distinct %-28s %8.0f ops/s  %5.1f cmd/op %5.1f µs/op", row.ID, row.OpsPerSec, row.Server.PerOp, row.Server.UsecOp)
+			}
+		case "hotkey":
+			r.hotKeyRows(ctx)
+		case "spread":
+			r.spreadRows(ctx)
+		case "waiters":
+			r.waitersRows(ctx)
+		case "redlock":
+			r.redlockRows(ctx)
+		case "replica":
+			r.replicaRows(ctx)
+		case "watchdog":
+			r.watchdogRows(ctx)
+		default:
+			r.logf("bench: no scenario %q", name)
+		}
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // rerender writes the report and plots of cfg.out again from its
