@@ -77,16 +77,17 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		return nil, cfg.err
 	}
 	sharded := rc.Mode() == rueidis.ClientModeCluster
+	id := uuid.NewString()
 	c := &Client{
 		rc:      rc,
 		prefix:  cfg.prefix,
 		timeout: cfg.timeout,
 		log:     cfg.log,
 		publish: "publish",
-		id:      uuid.NewString(),
+		id:      id,
 		obs:     cfg.obs,
 		ack:     cfg.ack,
-		hub:     wake.NewHub(rc, sharded, cfg.log),
+		hub:     wake.NewHub(rc, id, sharded, cfg.log),
 		done:    make(chan struct{}),
 		holds:   map[*hold]struct{}{},
 	}

@@ -116,7 +116,11 @@
 //   - P:{E}:readers, a read-write lock's readers' deadlines;
 //   - P:{E}:gone, owners whose acquire may still land after they gave up,
 //     refused when it does;
-//   - P:{E}:wake, the wake-up channel (sharded pub/sub in cluster mode).
+//   - P:{E}:wake, the wake-up channel (sharded pub/sub in cluster mode),
+//     for the wake-ups any waiter may act on;
+//   - P:{E}:wake:<client id>, a Client's channel of the lock, for the
+//     wake-ups that name one of its waiters (a hand-over), so that they
+//     reach one process, not every process with a waiter on the lock.
 //
 // Locks of different kinds with the same name share P:{E} and exclude each
 // other. The relock command (relock inspect, relock list) takes and shows

@@ -50,9 +50,13 @@ import (
 //	redlock renew KEYS lock, fence, gone   ARGV owner, lease ms, token
 //	              → 1 renewed (or taken back while free), 0 not held
 //
-// Wake-up payloads: "" wakes every waiter, "one" one waiter per client, an
-// owner id that owner's waiter, and "owner token" is a grant to owner (see
-// internal/wake).
+// Wake-up payloads: "" wakes every waiter, "one" one waiter per client
+// (both on the lock's channel, Keys.Wake); an owner id wakes that owner's
+// waiter, "owner token" is a grant to owner, "owner wait:ms" tells owner
+// not to try for ms milliseconds (these on the channel of the owner's
+// client alone, Keys.Wake + ":" + the owner id's part before its colon:
+// wake.lua; see internal/wake). Owner ids are "client id:seq", and a client
+// id holds no colon.
 //
 // Expiries of keys that several owners share (queue, waiters, readers, gone)
 // are only ever lengthened: callers may use different options.
@@ -70,7 +74,7 @@ type Keys struct {
 	Waiters string // fair: waiter deadlines; rwlock: waiting writers' deadlines
 	Readers string // rwlock: reader deadlines
 	Gone    string // owners whose acquire may still land after they gave up
-	Wake    string // the wake-up channel
+	Wake    string // the wake-up channel; a client's own channel of the lock is Wake + ":" + its id
 
 	lists *keyLists // the calls' KEYS, made once by NewKeys; nil in a literal
 }

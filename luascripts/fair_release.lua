@@ -27,7 +27,7 @@
 local function wake_first()
   local head = queue_head(KEYS[2], KEYS[3])
   if head then
-    redis.call(ARGV[3], ARGV[2], head)
+    wake_owner(ARGV[3], ARGV[2], head)
   end
 end
 

@@ -14,8 +14,25 @@ import (
 	"github.com/relockgo/relock/luascripts"
 )
 
-// subscribe returns the payloads published on channel from now on.
+// subscribe returns the payloads published from now on on channel, a
+// lock's wake-up channel, and on its clients' channels.
 func subscribe(t *testing.T, channel string) <-chan string {
+	t.Helper()
+	// The lock's channel and every client's channel of the lock
+	// (wake.lua): the payloads name their owners.
+	pattern := globEscaper.Replace(channel) + "*"
+	return receive(t, func(sub rueidis.Client) rueidis.Completed { return sub.B().Psubscribe().Pattern(pattern).Build() })
+}
+
+// subscribeExact returns the payloads published on channel alone.
+func subscribeExact(t *testing.T, channel string) <-chan string {
+	t.Helper()
+	return receive(t, func(sub rueidis.Client) rueidis.Completed { return sub.B().Subscribe().Channel(channel).Build() })
+}
+
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+func receive(t *testing.T, subscription func(rueidis.Client) rueidis.Completed) <-chan string {
 	t.Helper()
 	sub := redistest.Shared(t).Client(t)
 	got := make(chan string, 16)
@@ -23,7 +40,7 @@ func subscribe(t *testing.T, channel string) <-chan string {
 	ctx, cancel := context.WithCancel(rueidis.WithOnSubscriptionHook(context.Background(), func(rueidis.PubSubSubscription) { close(subscribed) }))
 	done := make(chan error, 1)
 	go func() {
-		done <- sub.Receive(ctx, sub.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) { got <- m.Message })
+		done <- sub.Receive(ctx, subscription(sub), func(m rueidis.PubSubMessage) { got <- m.Message })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	select {

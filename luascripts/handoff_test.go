@@ -103,3 +103,50 @@ func TestReleaseHandsOnToTheFirstWaiter(t *testing.T) {
 		})
 	}
 }
+
+// A wake-up that names one waiter goes to the channel of that waiter's
+// client alone (wake.lua: the lock's channel, ":" and the client id, the
+// owner id's part before its colon), so that a handoff wakes the process
+// it is for, not every process with a waiter on the lock; the lock's own
+// channel carries only the wake-ups any waiter may act on.
+func TestNamedWakeUpsGoToTheOwnersClient(t *testing.T) {
+	for _, kd := range []struct {
+		name             string
+		acquire, release luascripts.Script
+	}{
+		{"mutex", luascripts.MutexAcquire, luascripts.MutexRelease},
+		{"reentrant", luascripts.ReentrantAcquire, luascripts.ReentrantRelease},
+		{"fair", luascripts.FairAcquire, luascripts.FairRelease},
+	} {
+		t.Run(kd.name, func(t *testing.T) {
+			rc := redistest.Shared(t).Client(t)
+			k := keysFor(t, rc)
+			lock := subscribeExact(t, k.wake)
+			c2 := subscribeExact(t, k.wake+":c2")
+			c3 := subscribeExact(t, k.wake+":c3")
+
+			require.Equal(t, int64(1), k.attempt(t, rc, kd.acquire, "c1:1", "1")[0])
+			require.Equal(t, int64(0), k.attempt(t, rc, kd.acquire, "c2:1", "1")[0])
+			require.Equal(t, int64(0), k.attempt(t, rc, kd.acquire, "c3:1", "1")[0])
+			require.Equal(t, int64(1), k.release(t, rc, kd.release, "c1:1", 1, 0))
+			assert.Equal(t, "c2:1", woken(t, c2), "the grant, on the granted waiter's client's channel")
+			following, wait, _ := strings.Cut(next(t, c3), " ")
+			assert.Equal(t, "c3:1", following, "the next waiter's, on its client's channel")
+			assert.True(t, strings.HasPrefix(wait, "wait:"), wait)
+
+			// The rest of the queue's life: c2 takes its grant up, and the
+			// lock goes on to c3 and ends free. None of it names a waiter on
+			// the lock's channel (the mutex's last release wakes one waiter
+			// per client there: "one").
+			require.Equal(t, int64(1), k.attempt(t, rc, kd.acquire, "c2:1", "1")[0])
+			require.Equal(t, int64(1), k.release(t, rc, kd.release, "c2:1", 1, 0))
+			assert.Equal(t, "c3:1", woken(t, c3))
+			require.Equal(t, int64(1), k.attempt(t, rc, kd.acquire, "c3:1", "1")[0])
+			require.Equal(t, int64(1), k.release(t, rc, kd.release, "c3:1", 1, 0))
+			do(t, rc, rc.B().Publish().Channel(k.wake).Message("end").Build())
+			for p := next(t, lock); p != "end"; p = next(t, lock) {
+				assert.Equal(t, "one", p, "a payload on the lock's channel")
+			}
+		})
+	}
+}

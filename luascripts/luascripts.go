@@ -33,7 +33,8 @@ var files embed.FS
 // tokens (acquire scripts); gone.lua refuses (acquire) and records
 // (release) owners whose caller gave up on an acquire that got no reply;
 // queue.lua keeps the queue of waiters (the fair lock's, and the mutex's
-// and reentrant lock's starving waiters); rw.lua holds the read-write
+// and reentrant lock's starving waiters); wake.lua publishes a wake-up
+// for one named waiter on its client's channel; rw.lua holds the read-write
 // lock's shared functions; owner.lua asks who holds a lock, taking a key of
 // another kind's type for "not held". Scripts are constants, so no other
 // package can replace one; the zero Script, None, is no script.
@@ -68,19 +69,19 @@ const (
 // scripts holds each Script's loaded form, indexed by Script; written only
 // at package init.
 var scripts = [numScripts]*loaded{
-	MutexAcquire:     load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "mutex_acquire.lua"),
-	MutexRelease:     load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "mutex_release.lua"),
-	ReentrantAcquire: load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "reentrant_acquire.lua"),
+	MutexAcquire:     load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "mutex_acquire.lua"),
+	MutexRelease:     load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "mutex_release.lua"),
+	ReentrantAcquire: load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_acquire.lua"),
 	ReentrantReenter: load("time.lua", "owner.lua", "reentrant_reenter.lua"),
-	ReentrantRelease: load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
-	FairAcquire:      load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "fair_acquire.lua"),
-	FairRelease:      load("time.lua", "fence.lua", "gone.lua", "queue.lua", "owner.lua", "fair_release.lua"),
-	WaiterHeartbeat:  load("time.lua", "waiter_heartbeat.lua"),
+	ReentrantRelease: load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
+	FairAcquire:      load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_acquire.lua"),
+	FairRelease:      load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_release.lua"),
+	WaiterHeartbeat:  load("time.lua", "wake.lua", "waiter_heartbeat.lua"),
 	RWReadAcquire:    load("time.lua", "fence.lua", "gone.lua", "rw.lua", "rw_read_acquire.lua"),
-	RWWriteAcquire:   load("time.lua", "fence.lua", "gone.lua", "queue.lua", "rw.lua", "rw_write_acquire.lua"),
+	RWWriteAcquire:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "rw_write_acquire.lua"),
 	RWReenter:        load("time.lua", "rw.lua", "owner.lua", "rw_reenter.lua"),
 	RWRenew:          load("time.lua", "rw.lua", "owner.lua", "rw_renew.lua"),
-	RWRelease:        load("time.lua", "fence.lua", "gone.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),
+	RWRelease:        load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),
 	FenceRaise:       load("time.lua", "fence.lua", "fence_raise.lua"),
 	RedlockRenew:     load("time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
 	Renew:            load("time.lua", "owner.lua", "renew.lua"),

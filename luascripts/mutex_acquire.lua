@@ -64,7 +64,7 @@ local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
 if head and head ~= ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
   -- Free, but a starving waiter is first: hand it the lock, and look
   -- again by its deadline in case it died.
-  redis.call(ARGV[6], ARGV[5], head)
+  wake_owner(ARGV[6], ARGV[5], head)
   return {0, until_deadline(KEYS[4], head), queued}
 end
 return {0, redis.call('pttl', KEYS[1]), queued}

@@ -1,5 +1,5 @@
--- queue: a fragment, not a script: prepended, after time.lua and
--- fence.lua, to the
+-- queue: a fragment, not a script: prepended, after time.lua, fence.lua
+-- and wake.lua, to the
 -- scripts of the kinds whose waiters take places in a queue: the fair lock
 -- (every waiter, from its first attempt) and the mutex and reentrant lock
 -- (a waiter that has waited long enough to be starving, and every waiter
@@ -66,9 +66,9 @@ end
 local function wake_head(queue, pub, channel, ms)
   local first = redis.call('lindex', queue, 0)
   if first and ms then
-    redis.call(pub, channel, first .. ' wait:' .. ms)
+    wake_owner(pub, channel, first, first .. ' wait:' .. ms)
   elseif first then
-    redis.call(pub, channel, first)
+    wake_owner(pub, channel, first)
   end
 end
 
@@ -124,7 +124,7 @@ local function hand_on(fence, queue, deadlines, pub, channel, grant)
   pop_head(queue, deadlines, head)
   grant(head, ms)
   -- '%.0f': Lua prints a number this large in exponent form.
-  redis.call(pub, channel, head .. ' ' .. string.format('%.0f', next_token(fence)))
+  wake_owner(pub, channel, head, head .. ' ' .. string.format('%.0f', next_token(fence)))
   wake_head(queue, pub, channel, ms)
   return head
 end

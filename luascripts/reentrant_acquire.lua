@@ -58,7 +58,7 @@ if free and (not head or head == ARGV[1]) then
 end
 local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
 if free then
-  redis.call(ARGV[6], ARGV[5], head)
+  wake_owner(ARGV[6], ARGV[5], head)
   return {0, until_deadline(KEYS[4], head), queued}
 end
 return {0, redis.call('pttl', KEYS[1]), queued}

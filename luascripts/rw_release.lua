@@ -32,7 +32,7 @@ if not holds(KEYS[1], ARGV[1]) then
     elseif redis.call('exists', KEYS[1]) == 0 then
       local head = queue_head(KEYS[2], KEYS[3])
       if head then
-        redis.call(ARGV[3], ARGV[2], head) -- the writer first now
+        wake_owner(ARGV[3], ARGV[2], head) -- the writer first now
       end
     end
   end
@@ -50,7 +50,12 @@ if redis.call('hlen', KEYS[1]) <= 1 then
   -- The first waiting writer goes next, and no reader may enter before
   -- it: wake it alone. With no writer waiting, wake every waiter: the
   -- readers may all enter.
-  redis.call(ARGV[3], ARGV[2], queue_head(KEYS[2], KEYS[3]) or '')
+  local head = queue_head(KEYS[2], KEYS[3])
+  if head then
+    wake_owner(ARGV[3], ARGV[2], head)
+  else
+    redis.call(ARGV[3], ARGV[2], '')
+  end
   return 1
 end
 if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then

@@ -58,7 +58,7 @@ end
 if free then
   -- Another writer is first: hand it the lock, and look again by its
   -- deadline in case it died.
-  redis.call(ARGV[6], ARGV[5], head)
+  wake_owner(ARGV[6], ARGV[5], head)
   return {0, until_deadline(KEYS[4], head)}
 end
 local wait = redis.call('pttl', KEYS[1])

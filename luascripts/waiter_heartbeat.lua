@@ -33,7 +33,7 @@ end
 if purged and redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if head then
-    redis.call(ARGV[4], ARGV[3], head)
+    wake_owner(ARGV[4], ARGV[3], head)
   elseif redis.call('zcard', KEYS[3]) == 0 then
     redis.call(ARGV[4], ARGV[3], '')
   end

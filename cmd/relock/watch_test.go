@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relockgo/relock/fair"
 	"github.com/relockgo/relock/internal/locktest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 )
 
@@ -68,6 +70,51 @@ func TestWatchWakeUp(t *testing.T) {
 	}
 	free := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}  wake      free$`)
 	locktest.Eventually(t, "a line for the release", func() bool { return len(lines(out, free)) == 1 })
+	if code := stop(); code != exitOK {
+		t.Errorf("exit status %d, want %d", code, exitOK)
+	}
+}
+
+// TestWatchHandOver checks that watch prints a line when a release hands
+// the lock to a queued waiter, which publishes on the waiter's client's
+// channel only, not on the lock's: --poll is an hour.
+func TestWatchHandOver(t *testing.T) {
+	srv, rc := server(t)
+	c := locktest.Client(t, rc)
+	name := t.Name()
+	ctx := context.Background()
+	held, err := fair.New(c, name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	release := make(chan struct{})
+	go func() {
+		l, err := fair.New(c, name).Lock(ctx)
+		if err == nil {
+			<-release
+			err = l.Unlock()
+		}
+		got <- err
+	}()
+	queue := luascripts.NewKeys("relock", name).Queue
+	locktest.Eventually(t, "the waiter queued", func() bool {
+		n, err := rc.Do(ctx, rc.B().Llen().Key(queue).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	out, stop := watchCmd(t, "--redis", srv.Addr(), "--for", "1m", "--poll", "1h", name)
+	start := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}  start     .*held by \S+ ×1; queue: \S+$`)
+	locktest.Eventually(t, "the first line", func() bool { return len(lines(out, start)) == 1 })
+
+	if err := held.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	handed := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}  wake      .*held by \S+ ×1$`)
+	locktest.Eventually(t, "a line for the hand-over", func() bool { return len(lines(out, handed)) >= 1 })
+	close(release)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
 	if code := stop(); code != exitOK {
 		t.Errorf("exit status %d, want %d", code, exitOK)
 	}
