@@ -342,44 +342,26 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			d = min(d, max(time.Until(at), time.Millisecond))
 		}
 		again = false
-		for {
-			if err := b.wait(ctx, next, d); err != nil {
-				if errors.Is(err, ErrClosed) {
-					return nil, err
-				}
-				return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
+		if err := b.wait(ctx, next, d); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, err
 			}
-			// Before asking what the wake-up said: a wake-up from here on
-			// fires the next signal.
-			next = w.next()
-			if until, token := w.handedOver(); token > 0 {
-				lease, err := b.grant(ctx, w.owner, token, time.Now(), until)
-				if lease != nil || err != nil {
-					w.acquired = lease != nil
-					return lease, err
-				}
-				// Its validity had passed: released in the background, as
-				// above; try again as a new owner.
-				w.restart(false)
-				break
+			return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
+		}
+		// Before asking what the wake-up said: a wake-up from here on
+		// fires the next signal.
+		next = w.next()
+		if until, token := w.handedOver(); token > 0 {
+			lease, err := b.grant(ctx, w.owner, token, time.Now(), until)
+			if lease != nil || err != nil {
+				w.acquired = lease != nil
+				return lease, err
 			}
-			// A release granted the lock to the waiter ahead, for d: no
-			// attempt can take it before. (Bounded as any sleep is: pub/sub
-			// may drop the wake-up that would end it early.)
-			if d = min(w.told(), maxWait); d <= 0 {
-				break
-			}
+			// Its validity had passed: released in the background, as
+			// above; try again as a new owner.
+			w.restart(false)
 		}
 	}
-}
-
-// told returns how long the last wake-up said w need not try (see
-// wake.Sub.Wait), or 0.
-func (w *waiter) told() time.Duration {
-	if w.sub == nil {
-		return 0
-	}
-	return w.sub.Wait(w.owner)
 }
 
 // handedOver returns the token of a hand-over that a wake-up delivered to

@@ -308,11 +308,11 @@ func TestHandOverNeedsNoAttempt(t *testing.T) {
 	require.NoError(t, l.Unlock())
 }
 
-// The waiter behind one to which a release hands the lock is told how
-// long the grant lasts, and sleeps instead of trying: it makes no attempt
-// until the lock is handed to it in turn. (It was woken to try, found the
-// lock held, and slept until the grant's expiry: one attempt per
-// handoff.)
+// The waiter behind one to which a release hands the lock is not woken:
+// it makes no attempt until the lock is handed to it in turn. (It was once
+// woken to try, found the lock held, and slept until the grant's expiry:
+// one attempt per handoff; then woken to be told the grant's expiry: a
+// process woken per handoff.)
 func TestWaiterBehindAHandOverDoesNotTry(t *testing.T) {
 	srv := redistest.Shared(t)
 	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
@@ -359,4 +359,52 @@ func TestWaiterBehindAHandOverDoesNotTry(t *testing.T) {
 	assert.Equal(t, before, spy.attempts.Load(), "the second waiter tried before the lock was handed to it")
 	assert.Greater(t, b.Token(), a.Token())
 	require.NoError(t, b.Unlock())
+}
+
+// A release that hands the lock to a waiter that has died (it never takes
+// the grant up) wakes nobody else, yet the waiter behind it takes the lock
+// once the grant expires, at the dead waiter's deadline (its waiter
+// timeout, 1 s here): its attempts bounded its sleep by that deadline, not
+// by the holder's 30 s lease or the 5 s cap on any sleep.
+func TestGrantToADeadWaiterPassesOnAtItsDeadline(t *testing.T) {
+	srv := redistest.Shared(t)
+	rc := srv.Client(t)
+	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
+	next := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
+	ctx := context.Background()
+	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
+
+	h, err := holder.Lock(ctx)
+	require.NoError(t, err)
+	dead := luascripts.AcquireCall(luascripts.FairAcquire, keys, luascripts.Acquire{
+		Owner: "dead:1", LeaseMs: "30000", Wait: true, Queue: true, WaiterMs: "1000", Publish: "publish",
+	})
+	reply, err := dead.Exec(ctx, rc).AsIntSlice()
+	require.NoError(t, err)
+	granted, _, ok := luascripts.AcquireReply(reply)
+	require.True(t, ok && !granted, "the dead waiter queued: %v", reply)
+
+	got := make(chan *relock.Lease, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		l, err := next.Lock(lctx)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	locktest.Eventually(t, "two waiters queued", func() bool {
+		n, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
+		return err == nil && n == 2
+	})
+	require.NoError(t, h.Unlock())
+	released := time.Now()
+	owner, err := rc.Do(ctx, rc.B().Hkeys().Key(keys.Lock).Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"dead:1"}, owner, "the release handed the lock to the dead waiter")
+
+	l := <-got
+	require.NotNil(t, l)
+	took := time.Since(released)
+	assert.Less(t, took, 4*time.Second, "the next waiter took the lock %v after the release; the grant expired within 1 s", took)
+	require.NoError(t, l.Unlock())
 }

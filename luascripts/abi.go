@@ -52,9 +52,8 @@ import (
 //
 // Wake-up payloads: "" wakes every waiter, "one" one waiter per client
 // (both on the lock's channel, Keys.Wake); an owner id wakes that owner's
-// waiter, "owner token" is a grant to owner, "owner wait:ms" tells owner
-// not to try for ms milliseconds (these on the channel of the owner's
-// client alone, Keys.Wake + ":" + the owner id's part before its colon:
+// waiter, and "owner token" is a grant to owner (these on the channel of
+// the owner's client alone, Keys.Wake + ":" + the owner id's part before its colon:
 // wake.lua; see internal/wake). Owner ids are "client id:seq", and a client
 // id holds no colon.
 //

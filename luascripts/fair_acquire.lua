@@ -46,9 +46,9 @@ if not free and holds(KEYS[1], ARGV[1]) then
   -- is new to each Lock: a re-entry does not come here).
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
-local head
+local head, deadline
 if others then
-  head = queue_head(KEYS[3], KEYS[4])
+  head, deadline = queue_head(KEYS[3], KEYS[4])
 end
 if free and (not head or head == ARGV[1]) then
   if head then
@@ -64,12 +64,13 @@ if ARGV[3] ~= '0' then
 end
 
 if not free then
-  -- Released, the lock wakes the first waiter; expiring, it wakes nobody,
-  -- but the first waiter sleeps no longer than this pttl. Heartbeats purge
-  -- a first waiter that died.
-  return {0, redis.call('pttl', KEYS[1])}
+  -- Released, the lock goes to the first waiter; expiring, it wakes
+  -- nobody, but the first waiter sleeps no longer than this pttl, and
+  -- those behind it no longer than its deadline (held_wait). Heartbeats
+  -- purge a first waiter that died.
+  return {0, held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head, deadline)}
 end
 -- Free, but another waiter is first: hand it the lock, and look again by
 -- its deadline in case it died.
 wake_owner(ARGV[6], ARGV[5], head)
-return {0, until_deadline(KEYS[4], head)}
+return {0, deadline - server_ms()}

@@ -40,13 +40,13 @@
 -- lock of another kind with the same name. Returns {0, -1} for an owner
 -- recorded as gone, and neither takes nor queues: its caller gave up
 -- before this attempt landed.
-local head
+local head, deadline
 if redis.call('exists', KEYS[6], KEYS[3]) > 0 then
   -- Nobody gone and nobody queued, the common case, costs this EXISTS.
   if is_gone(KEYS[6], ARGV[1]) then
     return {0, -1}
   end
-  head = queue_head(KEYS[3], KEYS[4])
+  head, deadline = queue_head(KEYS[3], KEYS[4])
 end
 if not head or head == ARGV[1] then
   if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -65,6 +65,6 @@ if head and head ~= ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
   -- Free, but a starving waiter is first: hand it the lock, and look
   -- again by its deadline in case it died.
   wake_owner(ARGV[6], ARGV[5], head)
-  return {0, until_deadline(KEYS[4], head), queued}
+  return {0, deadline - server_ms(), queued}
 end
-return {0, redis.call('pttl', KEYS[1]), queued}
+return {0, held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head, deadline), queued}

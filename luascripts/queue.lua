@@ -11,24 +11,33 @@
 -- or cannot reach Redis) is purged. Both keys are only ever updated
 -- together, and both expire when every deadline in them has passed.
 
--- Returns the first waiter of queue whose deadline has not passed, or nil,
--- purging the waiters whose deadline has passed. An absent queue costs one
--- EXISTS: the uncontended acquire pays nothing more.
+-- Returns the first waiter of queue whose deadline has not passed and that
+-- deadline (server time, ms), or nil, purging the waiters whose deadline
+-- has passed. An absent queue costs one LINDEX: the uncontended acquire
+-- pays nothing more.
 local function queue_head(queue, deadlines)
-  if redis.call('exists', queue) == 0 then
+  local head = redis.call('lindex', queue, 0)
+  if not head then
     return nil
   end
-  for _, dead in ipairs(redis.call('zrangebyscore', deadlines, '-inf', server_ms())) do
-    redis.call('zrem', deadlines, dead)
-    redis.call('lrem', queue, 1, dead)
+  local dead = redis.call('zrangebyscore', deadlines, '-inf', server_ms())
+  for _, owner in ipairs(dead) do
+    redis.call('zrem', deadlines, owner)
+    redis.call('lrem', queue, 1, owner)
   end
-  local head = redis.call('lindex', queue, 0)
-  while head and not redis.call('zscore', deadlines, head) do
+  if #dead > 0 then
+    head = redis.call('lindex', queue, 0)
+  end
+  while head do
+    local deadline = redis.call('zscore', deadlines, head)
+    if deadline then
+      return head, tonumber(deadline)
+    end
     -- An entry whose deadline is gone (the deadlines' key expired): purged.
     redis.call('lpop', queue)
     head = redis.call('lindex', queue, 0)
   end
-  return head
+  return nil
 end
 
 -- Queues owner at the back of queue if it is not queued yet, and sets its
@@ -61,13 +70,10 @@ local function join_queue(queue, deadlines, owner, flag, ms, head)
 end
 
 -- Wakes the first waiter of queue, if any, by name (publish on channel
--- with command pub): to try now, or, with ms, to sleep ms milliseconds
--- before trying ("owner wait:ms"; see internal/wake).
-local function wake_head(queue, pub, channel, ms)
+-- with command pub), to try now.
+local function wake_head(queue, pub, channel)
   local first = redis.call('lindex', queue, 0)
-  if first and ms then
-    wake_owner(pub, channel, first, first .. ' wait:' .. ms)
-  elseif first then
+  if first then
     wake_owner(pub, channel, first)
   end
 end
@@ -97,10 +103,22 @@ local function dequeue(queue, deadlines, owner)
   return true
 end
 
--- The milliseconds until owner's deadline in the queue (it was just
--- found first, so it is there).
-local function until_deadline(deadlines, owner)
-  return tonumber(redis.call('zscore', deadlines, owner)) - server_ms()
+-- How long a failed attempt of owner may sleep, in milliseconds, with the
+-- lock held (pttl: its time to live, or -1) and head, whose deadline is
+-- deadline, first in the queue: until the lock expires, and, when another
+-- waiter is first, no later than its deadline. Should that waiter be
+-- granted the lock, the grant expires at that deadline, or later when its
+-- heartbeats pushed it on; should it die, it is purged then. Either way
+-- the waiters behind it look again by then, without a wake-up: a release
+-- that hands the lock on wakes the granted waiter alone.
+local function held_wait(pttl, owner, head, deadline)
+  if head and head ~= owner then
+    local left = deadline - server_ms()
+    if pttl < 0 or left < pttl then
+      return left
+    end
+  end
+  return pttl
 end
 
 -- Hands the lock, just released, to the first live waiter of queue, if
@@ -110,22 +128,20 @@ end
 -- fence advances to the grant's token. The waiter, off the queue now, is
 -- woken with a message "owner token": it holds the lock from then on, and
 -- its watchdog extends the grant to its lease (a waiter that misses the
--- message takes the grant up by its next attempt, take_up). The next
--- waiter is told to sleep until the grant expires ("owner wait:ms"):
--- should the granted waiter never act (it died), the next must try then,
--- not at a later time it read before; and it need not try before.
+-- message takes the grant up by its next attempt, take_up). Nobody else is
+-- woken: the waiters behind it sleep no later than its deadline, the
+-- grant's expiry (held_wait), should it never act.
 -- Returns the granted owner, or nil.
 local function hand_on(fence, queue, deadlines, pub, channel, grant)
-  local head = queue_head(queue, deadlines)
+  local head, deadline = queue_head(queue, deadlines)
   if not head then
     return nil
   end
-  local ms = math.max(until_deadline(deadlines, head), 1)
+  local ms = math.max(deadline - server_ms(), 1)
   pop_head(queue, deadlines, head)
   grant(head, ms)
   -- '%.0f': Lua prints a number this large in exponent form.
   wake_owner(pub, channel, head, head .. ' ' .. string.format('%.0f', next_token(fence)))
-  wake_head(queue, pub, channel, ms)
   return head
 end
 

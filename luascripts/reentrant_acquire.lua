@@ -44,9 +44,9 @@ if not free and holds(KEYS[1], ARGV[1]) then
   -- is new to each Lock: a re-entry does not come here).
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
-local head
+local head, deadline
 if others then
-  head = queue_head(KEYS[3], KEYS[4])
+  head, deadline = queue_head(KEYS[3], KEYS[4])
 end
 if free and (not head or head == ARGV[1]) then
   if head then
@@ -59,6 +59,6 @@ end
 local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
 if free then
   wake_owner(ARGV[6], ARGV[5], head)
-  return {0, until_deadline(KEYS[4], head), queued}
+  return {0, deadline - server_ms(), queued}
 end
-return {0, redis.call('pttl', KEYS[1]), queued}
+return {0, held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head, deadline), queued}

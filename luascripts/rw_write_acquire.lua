@@ -42,7 +42,7 @@ local now = server_ms()
 purge(KEYS[1], KEYS[5], KEYS[4], KEYS[3], now)
 
 local free = redis.call('exists', KEYS[1]) == 0
-local head = queue_head(KEYS[3], KEYS[4])
+local head, deadline = queue_head(KEYS[3], KEYS[4])
 if free and (not head or head == ARGV[1]) then
   if head then
     pop_head(KEYS[3], KEYS[4], ARGV[1], ARGV[6], ARGV[5])
@@ -59,7 +59,7 @@ if free then
   -- Another writer is first: hand it the lock, and look again by its
   -- deadline in case it died.
   wake_owner(ARGV[6], ARGV[5], head)
-  return {0, until_deadline(KEYS[4], head)}
+  return {0, deadline - server_ms()}
 end
 local wait = redis.call('pttl', KEYS[1])
 local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')

@@ -11,10 +11,7 @@
 // first queued waiter names it). A payload "owner token" is such a
 // hand-over made in Redis already: it wakes owner's waiter with the fencing
 // token of its grant, which Granted returns, so that the waiter holds the
-// lock without another round trip. A payload "owner wait:ms" wakes owner's
-// waiter to say that it need not try before ms milliseconds (the lock was
-// just granted for that long to the waiter ahead of it): Wait returns ms
-// once, and the waiter sleeps again instead of trying.
+// lock without another round trip.
 //
 // Channels. A lock's wake-up channel carries the wake-ups any waiter may
 // act on (for all, or for one waiter per Hub); a wake-up for one named
@@ -129,9 +126,8 @@ type Sub struct {
 type target struct {
 	ch      chan struct{} // closed by a wake-up for this owner
 	seq     uint64
-	woken   bool          // closed by a wake-up for one waiter, and not taken up since
-	granted int64         // the token of a hand-over to this owner, not taken yet; 0 if none
-	wait    time.Duration // how long the last wake-up said to sleep before trying; 0 to try now
+	woken   bool  // closed by a wake-up for one waiter, and not taken up since
+	granted int64 // the token of a hand-over to this owner, not taken yet; 0 if none
 }
 
 // Join returns the subscription to channel (a lock's wake-up channel, and
@@ -234,22 +230,6 @@ func (s *Sub) Granted(owner string) int64 {
 	return token
 }
 
-// Wait returns, and forgets, how long the last wake-up for owner said it
-// need not try ("owner wait:ms"), or 0: try now. Take the next signal
-// (NextFor) first, so that a wake-up that comes meanwhile is not missed:
-// any other clears the wait.
-func (s *Sub) Wait(owner string) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.targets[owner]
-	if t == nil {
-		return 0
-	}
-	d := t.wait
-	t.wait = 0
-	return d
-}
-
 // Forget drops owner's signal. If a wake-up for one waiter went to owner and
 // owner left without acting on it, it passes to the next waiter.
 func (s *Sub) Forget(owner string) {
@@ -270,43 +250,33 @@ func (s *Sub) wake(payload string) {
 	switch payload {
 	case "":
 		for _, t := range s.targets {
-			t.wait = 0
 			t.fire()
 		}
 	case WakeOne:
 		s.wakeOne()
 	default:
-		owner, token, wait := named(payload)
+		owner, token := named(payload)
 		if t := s.targets[owner]; t != nil {
 			if token > 0 {
 				t.granted = token
 			}
-			t.wait = wait
 			t.fire()
 		}
 	}
 }
 
-// named splits a payload "owner", "owner token" or "owner wait:ms" into
-// its owner id and its token or wait, zero when absent or not valid. Owner
-// ids have no spaces.
-func named(payload string) (owner string, token int64, wait time.Duration) {
+// named splits a payload "owner" or "owner token" into its owner id and
+// its token, zero when absent or not valid. Owner ids have no spaces.
+func named(payload string) (owner string, token int64) {
 	owner, rest, ok := strings.Cut(payload, " ")
 	if !ok {
-		return payload, 0, 0
-	}
-	if ms, ok := strings.CutPrefix(rest, "wait:"); ok {
-		n, err := strconv.ParseInt(ms, 10, 64)
-		if err != nil || n <= 0 {
-			return owner, 0, 0
-		}
-		return owner, 0, time.Duration(n) * time.Millisecond
+		return payload, 0
 	}
 	token, err := strconv.ParseInt(rest, 10, 64)
 	if err != nil || token <= 0 {
-		return owner, 0, 0
+		return owner, 0
 	}
-	return owner, token, 0
+	return owner, token
 }
 
 // wakeOne fires the signal of the armed owner that has waited longest
@@ -319,7 +289,6 @@ func (s *Sub) wakeOne() {
 		}
 	}
 	if first != nil {
-		first.wait = 0
 		first.fire()
 		first.woken = true
 		s.seq++

@@ -220,9 +220,8 @@ func TestHubsOwnChannel(t *testing.T) {
 	require.True(t, sb.Live())
 
 	wa, wb := sa.NextFor("A:1"), sb.NextFor("B:1")
-	require.Equal(t, int64(1), publish(t, admin, ch+":A", "A:1 wait:50"))
+	require.Equal(t, int64(1), publish(t, admin, ch+":A", "A:1"))
 	fired(t, wa, "a wake-up on A's channel naming A:1")
-	assert.Equal(t, 50*time.Millisecond, sa.Wait("A:1"))
 	pending(t, wb)
 	require.Equal(t, int64(1), publish(t, admin, ch+":B", "B:1 7"))
 	fired(t, wb, "a hand-over on B's channel to B:1")
@@ -436,9 +435,6 @@ func TestClose(t *testing.T) {
 	h.Close()
 }
 
-// TestWakeOne: a wake-up for one waiter goes to the longest waiting, then to
-// the next (the woken one goes to the back), and passes on when its waiter
-// leaves without acting on it.
 // A wake-up "owner token" is a hand-over: it wakes owner's waiter, which
 // takes the token once with Granted; a plain named wake-up carries none.
 func TestHandOverCarriesItsToken(t *testing.T) {
@@ -473,49 +469,9 @@ func TestHandOverCarriesItsToken(t *testing.T) {
 	s.Forget("b")
 }
 
-// A wake-up "owner wait:ms" tells owner's waiter, once, how long it need
-// not try; any later wake-up for it says to try now.
-func TestWakeUpCanSayWait(t *testing.T) {
-	srv := redistest.Shared(t)
-	admin := srv.Client(t)
-	h, _ := newHub(t, srv)
-	ch := channelOf(t, "")
-
-	s := h.Join(ch)
-	defer s.Leave()
-	numsubIs(t, admin, ch, 1)
-	barrier(t, s, admin, ch)
-
-	a := s.NextFor("a")
-	require.Equal(t, int64(1), publish(t, admin, ch, "a wait:4500"))
-	fired(t, a, "a wake-up telling a to wait")
-	a = s.NextFor("a")
-	assert.Equal(t, 4500*time.Millisecond, s.Wait("a"))
-	assert.Equal(t, time.Duration(0), s.Wait("a"), "said once")
-	assert.Equal(t, int64(0), s.Granted("a"))
-
-	require.Equal(t, int64(1), publish(t, admin, ch, "a wait:4500"))
-	fired(t, a, "a wake-up telling a to wait")
-	a = s.NextFor("a")
-	require.Equal(t, int64(1), publish(t, admin, ch, "a"))
-	fired(t, a, "a wake-up naming a")
-	assert.Equal(t, time.Duration(0), s.Wait("a"), "a later wake-up says to try now")
-
-	a = s.NextFor("a")
-	require.Equal(t, int64(1), publish(t, admin, ch, "a wait:4500"))
-	fired(t, a, "a wake-up telling a to wait")
-	a = s.NextFor("a")
-	require.Equal(t, int64(1), publish(t, admin, ch, ""))
-	fired(t, a, "a wake-up for all")
-	assert.Equal(t, time.Duration(0), s.Wait("a"), "so does a wake-up for all")
-
-	a = s.NextFor("a")
-	require.Equal(t, int64(1), publish(t, admin, ch, "a wait:x"))
-	fired(t, a, "a wake-up naming a, with no valid wait")
-	assert.Equal(t, time.Duration(0), s.Wait("a"))
-	s.Forget("a")
-}
-
+// TestWakeOne: a wake-up for one waiter goes to the longest waiting, then to
+// the next (the woken one goes to the back), and passes on when its waiter
+// leaves without acting on it.
 func TestWakeOne(t *testing.T) {
 	srv := redistest.Shared(t)
 	admin := srv.Client(t)
