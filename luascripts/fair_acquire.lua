@@ -35,20 +35,21 @@
 -- that waiter's remaining deadline (it is woken now). Returns {0, -1} for an
 -- owner recorded as gone, and neither grants nor queues: its caller gave up
 -- before this attempt landed.
--- Nobody gone and nobody queued, the common case, costs one EXISTS.
-local others = redis.call('exists', KEYS[6], KEYS[3]) > 0
-if others and is_gone(KEYS[6], ARGV[1]) then
-  return {0, -1}
+-- Nobody gone and nobody queued, the common case, costs one EXISTS; with
+-- a live waiter queued and nobody gone, so does the gone check.
+local others = redis.call('exists', KEYS[6], KEYS[3])
+local head, deadline
+if others > 0 then
+  head, deadline = queue_head(KEYS[3], KEYS[4])
+  if others > (head and 1 or 0) and is_gone(KEYS[6], ARGV[1]) then
+    return {0, -1}
+  end
 end
 local free = redis.call('exists', KEYS[1]) == 0
 if not free and holds(KEYS[1], ARGV[1]) then
   -- A release handed the lock to this owner, a queued waiter (an owner id
   -- is new to each Lock: a re-entry does not come here).
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
-end
-local head, deadline
-if others then
-  head, deadline = queue_head(KEYS[3], KEYS[4])
 end
 if free and (not head or head == ARGV[1]) then
   if head then
@@ -60,7 +61,7 @@ if free and (not head or head == ARGV[1]) then
 end
 
 if ARGV[3] ~= '0' then
-  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4])
+  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4], head)
 end
 
 if not free then

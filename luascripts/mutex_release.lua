@@ -38,11 +38,11 @@ if holder(KEYS[1]) ~= ARGV[1] then
   end
   return 0
 end
-redis.call('del', KEYS[1])
 local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
   redis.call('set', KEYS[1], owner, 'PX', ms)
 end)
 if not granted then
+  redis.call('del', KEYS[1])
   redis.call(ARGV[3], ARGV[2], 'one')
 end
 return 1

@@ -8,53 +8,53 @@
 -- The queue is two keys: a list of owner ids in arrival order, and a zset
 -- of their deadlines on the server clock. A waiter's attempts and its
 -- heartbeats push its deadline forward; one whose deadline passes (it died,
--- or cannot reach Redis) is purged. Both keys are only ever updated
--- together, and both expire when every deadline in them has passed.
+-- or cannot reach Redis) is purged: when it comes first (queue_head), or
+-- by a heartbeat of another waiter (waiter_heartbeat.lua). Both keys are
+-- only ever updated together, and both expire when every deadline in them
+-- has passed.
 
 -- Returns the first waiter of queue whose deadline has not passed and that
--- deadline (server time, ms), or nil, purging the waiters whose deadline
--- has passed. An absent queue costs one LINDEX: the uncontended acquire
--- pays nothing more.
+-- deadline (server time, ms), or nil, purging the waiters before it, whose
+-- deadline has passed. An absent queue costs one LINDEX: the uncontended
+-- acquire pays nothing more.
 local function queue_head(queue, deadlines)
   local head = redis.call('lindex', queue, 0)
-  if not head then
-    return nil
-  end
-  local dead = redis.call('zrangebyscore', deadlines, '-inf', server_ms())
-  for _, owner in ipairs(dead) do
-    redis.call('zrem', deadlines, owner)
-    redis.call('lrem', queue, 1, owner)
-  end
-  if #dead > 0 then
-    head = redis.call('lindex', queue, 0)
-  end
   while head do
     local deadline = redis.call('zscore', deadlines, head)
-    if deadline then
+    if deadline and tonumber(deadline) > server_ms() then
       return head, tonumber(deadline)
     end
-    -- An entry whose deadline is gone (the deadlines' key expired): purged.
+    -- Dead: its deadline passed, or went with the deadlines' key.
     redis.call('lpop', queue)
+    if deadline then
+      redis.call('zrem', deadlines, head)
+    end
     head = redis.call('lindex', queue, 0)
   end
   return nil
 end
 
 -- Queues owner at the back of queue if it is not queued yet, and sets its
--- deadline to ms milliseconds from now. The keys' expiries are only ever
--- extended: waiters may have different timeouts, and a short one must not
--- make the queue expire under a waiter with a long one.
-local function enqueue(queue, deadlines, owner, ms)
-  if redis.call('exists', queue) == 0 then
+-- deadline to ms milliseconds from now; head is the queue's first live
+-- waiter (queue_head), or nil. The keys' expiries are only ever extended:
+-- waiters may have different timeouts, and a short one must not make the
+-- queue expire under a waiter with a long one.
+local function enqueue(queue, deadlines, owner, ms, head)
+  if not head and redis.call('exists', queue) == 0 then
     -- Deadlines left by a queue that expired first belong to nobody queued.
     redis.call('del', deadlines)
   end
-  if not redis.call('zscore', deadlines, owner) then
+  if redis.call('zadd', deadlines, server_ms() + tonumber(ms), owner) == 1 then
     redis.call('rpush', queue, owner)
   end
-  redis.call('zadd', deadlines, server_ms() + tonumber(ms), owner)
-  extend(queue, ms)
-  extend(deadlines, ms)
+  if head then
+    -- Both keys were there, with the expiry every enqueue gives them.
+    redis.call('pexpire', queue, ms, 'GT')
+    redis.call('pexpire', deadlines, ms, 'GT')
+  else
+    extend(queue, ms)
+    extend(deadlines, ms)
+  end
 end
 
 -- Queues owner as a mutex's or reentrant lock's attempt asks: flag "1"
@@ -63,7 +63,7 @@ end
 -- attempt's reply says so: luascripts.Queued).
 local function join_queue(queue, deadlines, owner, flag, ms, head)
   if flag == '1' or (flag == '2' and head) then
-    enqueue(queue, deadlines, owner, ms)
+    enqueue(queue, deadlines, owner, ms, head)
     return 1
   end
   return 0

@@ -20,6 +20,9 @@
 -- lock is write-locked, when the caller's own chain holds the write side
 -- (downgrade).
 --
+-- A reader does not purge dead readers: they keep no reader out. Writer
+-- attempts and releases purge them (rw.lua, purge).
+--
 -- Returns {1, token} when acquired, {0, wait} when not: the lock's pttl,
 -- or, when it is free but a writer waits, that writer's remaining deadline.
 -- Returns {0, -1} for an owner recorded as gone, and takes nothing: its
@@ -27,20 +30,19 @@
 if is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
-if foreign(KEYS[1]) then
+-- The mode, and a lock of another kind (see rw.lua, foreign) in one
+-- command when the lock is a read-write lock or free.
+local mode = redis.pcall('hget', KEYS[1], 'mode')
+if type(mode) == 'table' or (not mode and redis.call('exists', KEYS[1]) == 1) then
   return {0, redis.call('pttl', KEYS[1])}
 end
 local now = server_ms()
-purge(KEYS[1], KEYS[5], KEYS[4], KEYS[3], now)
 
-local mode = redis.call('hget', KEYS[1], 'mode')
 local admit
-if not mode then
-  admit = redis.call('zcard', KEYS[4]) == 0
-elseif mode == 'read' then
-  admit = redis.call('zcard', KEYS[4]) == 0
-else
+if mode == 'write' then
   admit = ARGV[7] ~= '' and redis.call('hexists', KEYS[1], ARGV[7]) == 1
+else
+  admit = live_writers(KEYS[4], KEYS[3], now) == 0
 end
 if not admit then
   if mode then
@@ -51,11 +53,14 @@ if not admit then
   local first = redis.call('zrange', KEYS[4], 0, 0, 'WITHSCORES')
   return {0, tonumber(first[2]) - now}
 end
-if not mode then
-  redis.call('hset', KEYS[1], 'mode', 'read')
+if mode then
+  redis.call('hset', KEYS[1], ARGV[1], 1)
+  -- A held lock has an expiry: every script that makes one gives it one.
+  redis.call('pexpire', KEYS[1], ARGV[2], 'GT')
+else
+  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
 end
-redis.call('hset', KEYS[1], ARGV[1], 1)
 redis.call('zadd', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
-extend(KEYS[1], ARGV[2])
 extend(KEYS[5], ARGV[2])
 return {1, next_token(KEYS[2])}

@@ -53,7 +53,7 @@ if free and (not head or head == ARGV[1]) then
 end
 
 if ARGV[3] ~= '0' then
-  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4])
+  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4], head)
 end
 if free then
   -- Another writer is first: hand it the lock, and look again by its

@@ -34,9 +34,10 @@ end
 -- them holds, and callers may use different leases and waiter timeouts: a
 -- caller with a short one must not make the key expire under another's
 -- longer deadline. A key without expiry (pttl -1) gets one; an absent key
--- (pttl -2) stays absent.
+-- (pttl -2) stays absent. One command when the expiry moves on, the common
+-- case (PEXPIRE GT takes a key without expiry for one that never expires).
 local function extend(key, ms)
-  if redis.call('pttl', key) < tonumber(ms) then
+  if redis.call('pexpire', key, ms, 'GT') == 0 and redis.call('pttl', key) == -1 then
     redis.call('pexpire', key, ms)
   end
 end
