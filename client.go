@@ -77,17 +77,16 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		return nil, cfg.err
 	}
 	sharded := rc.Mode() == rueidis.ClientModeCluster
-	id := uuid.NewString()
 	c := &Client{
 		rc:      rc,
 		prefix:  cfg.prefix,
 		timeout: cfg.timeout,
 		log:     cfg.log,
 		publish: "publish",
-		id:      id,
+		id:      uuid.NewString(),
 		obs:     cfg.obs,
 		ack:     cfg.ack,
-		hub:     wake.NewHub(rc, id, sharded, cfg.log),
+		hub:     wake.NewHub(rc, sharded, cfg.log),
 		done:    make(chan struct{}),
 		holds:   map[*hold]struct{}{},
 	}

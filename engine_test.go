@@ -246,12 +246,18 @@ func TestLockersExposeNoEngine(t *testing.T) {
 // six keys.
 type acquireSpy struct {
 	rueidis.Client
-	attempts atomic.Int64
+	attempts atomic.Int64 // acquire and release calls: six keys
+	renewals atomic.Int64 // renewals: two keys
 }
 
 func (s *acquireSpy) count(cmd rueidis.Completed) {
-	if args := cmd.Commands(); len(args) > 2 && (args[0] == "EVALSHA" || args[0] == "EVAL") && args[2] == "6" {
-		s.attempts.Add(1)
+	if args := cmd.Commands(); len(args) > 2 && (args[0] == "EVALSHA" || args[0] == "EVAL") {
+		switch args[2] {
+		case "6":
+			s.attempts.Add(1)
+		case "2":
+			s.renewals.Add(1)
+		}
 	}
 }
 
@@ -406,5 +412,50 @@ func TestGrantToADeadWaiterPassesOnAtItsDeadline(t *testing.T) {
 	require.NotNil(t, l)
 	took := time.Since(released)
 	assert.Less(t, took, 4*time.Second, "the next waiter took the lock %v after the release; the grant expired within 1 s", took)
+	require.NoError(t, l.Unlock())
+}
+
+// A lease that a release handed over is renewed, like any lease, when a
+// third of its validity has passed — here of what was left of the waiter's
+// 5 s timeout —, not at once: a short hold ends before, and a handoff costs
+// no renewal. (It was renewed as Lock returned: a third script per
+// handoff.)
+func TestHandedLeaseRenewsAtAThirdOfItsValidity(t *testing.T) {
+	srv := redistest.Shared(t)
+	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
+	spy := &acquireSpy{Client: srv.Client(t)}
+	waiter := fair.New(locktest.Client(t, spy), t.Name())
+	ctx := context.Background()
+	rc := srv.Client(t)
+	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
+
+	first, err := holder.Lock(ctx)
+	require.NoError(t, err)
+	got := make(chan *relock.Lease, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	locktest.Eventually(t, "the waiter to queue", func() bool {
+		n, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	time.Sleep(100 * time.Millisecond) // its subscription confirmed
+	require.NoError(t, first.Unlock())
+	l := <-got
+	require.NotNil(t, l)
+	handed := time.Now()
+	before := spy.renewals.Load()
+	time.Sleep(200 * time.Millisecond)
+	if time.Since(handed) < relock.DefaultWaiterTimeout/4 {
+		assert.Equal(t, before, spy.renewals.Load(), "the handed lease was renewed within 200 ms")
+	}
+	assert.True(t, l.ValidUntil().After(time.Now().Add(relock.DefaultWaiterTimeout/2)), "valid for what is left of the grant")
+	locktest.Eventually(t, "the grant extended to the lease", func() bool {
+		ms, err := rc.Do(ctx, rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
+		return err == nil && ms > int64(relock.DefaultWatchdogTimeout/time.Millisecond)-2000
+	})
+	require.NoError(t, l.Context().Err())
 	require.NoError(t, l.Unlock())
 }

@@ -40,7 +40,8 @@ type hold struct {
 // grant makes the hold and first lease of owner, which acquired the lock
 // with token by a command sent at sent, or, with handed not zero, to which
 // another owner's release handed the lock over (see waiter.handedOver),
-// certainly held until handed and renewed at once. It fails with ErrClosed when the
+// certainly held until handed and renewed when a third of that has
+// passed. It fails with ErrClosed when the
 // Client closed meanwhile (the lock is then released), and returns a nil
 // lease and nil error when the grant came too late to be used: its validity
 // had passed by the time the reply arrived (the lock is then released in

@@ -67,9 +67,9 @@ func (l *Lease) Context() context.Context { return l.ctx }
 //
 // A lock that a release handed to its first queued waiter (see the package
 // doc) is granted for what was left of the waiter timeout, so that a waiter
-// that died holds it no longer: until the watchdog's first renewal, sent as
-// Lock returns, ValidUntil is the waiter timeout after the waiter queued,
-// less drift, and may be sooner than a lease from now.
+// that died holds it no longer: until the watchdog's first renewal, sent
+// when a third of that has passed, ValidUntil is the waiter timeout after
+// the waiter queued, less drift, and may be sooner than a lease from now.
 func (l *Lease) ValidUntil() time.Time { return l.h.entry.ValidUntil() }
 
 // Unlock ends the lease. It is safe to defer and to call from any goroutine;

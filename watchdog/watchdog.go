@@ -103,9 +103,12 @@ func NewEntry(renewal luascripts.Call, lease time.Duration, renew bool, confirme
 // NewHandedEntry returns a renewed lease that another owner's release
 // handed over (see luascripts' hand_on): certainly held until validUntil,
 // what is left of the new holder's deadline as a waiter, and due for
-// renewal at once, which extends it to lease. Otherwise it is NewEntry's.
+// renewal, which extends it to lease, when a third of that has passed, as
+// any lease is: a hold shorter than that costs no renewal. Otherwise it is
+// NewEntry's.
 func NewHandedEntry(renewal luascripts.Call, lease time.Duration, validUntil time.Time, lost func(cause error)) *Entry {
-	return &Entry{call: renewal, lease: lease, renew: true, lost: lost, index: -1, validUntil: validUntil, next: time.Now()}
+	now := time.Now()
+	return &Entry{call: renewal, lease: lease, renew: true, lost: lost, index: -1, validUntil: validUntil, next: now.Add(max(validUntil.Sub(now)/3, 0))}
 }
 
 // A Renewal renews a lease that cannot share a batch (one held on several

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -227,7 +226,7 @@ func (l *link) plan() (unsub []string, sub []*Sub, wait time.Duration, err error
 				soonest(expiry)
 			} else {
 				if s.sent {
-					unsub = append(unsub, ch, ch+h.own)
+					unsub = append(unsub, ch)
 				}
 				l.drop(ch, s)
 				continue
@@ -265,10 +264,9 @@ func (l *link) plan() (unsub []string, sub []*Sub, wait time.Duration, err error
 // until the channel is dropped and joined anew. It fails on any other
 // error: the connection is then replaced.
 func (l *link) subscribe(ctx context.Context, dc rueidis.DedicatedClient, subs []*Sub) error {
-	channels := make([]string, 0, 2*len(subs))
-	for _, s := range subs {
-		// The Hub's own channel second: its confirmation comes last.
-		channels = append(channels, s.channel, s.channel+l.h.own)
+	channels := make([]string, len(subs))
+	for i, s := range subs {
+		channels[i] = s.channel
 	}
 	cmd := dc.B().Subscribe().Channel(channels...).Build()
 	if l.h.sharded {
@@ -329,7 +327,7 @@ func (l *link) do(ctx context.Context, dc rueidis.DedicatedClient, cmd rueidis.C
 func (l *link) message(gen uint64, m rueidis.PubSubMessage) {
 	h := l.h
 	h.mu.Lock()
-	s, _ := l.sub(m.Channel)
+	s := l.subs[m.Channel]
 	current := l.gen == gen
 	h.mu.Unlock()
 	if current && s != nil {
@@ -337,27 +335,14 @@ func (l *link) message(gen uint64, m rueidis.PubSubMessage) {
 	}
 }
 
-// sub returns the Sub of channel, a lock's channel or the Hub's own channel
-// of a lock (own set), or nil. Called with h.mu held.
-func (l *link) sub(channel string) (s *Sub, own bool) {
-	if s := l.subs[channel]; s != nil {
-		return s, false
-	}
-	if lock, ok := strings.CutSuffix(channel, l.h.own); ok {
-		return l.subs[lock], true
-	}
-	return nil, false
-}
-
-// subscription is the OnSubscription hook of connection gen: the
-// confirmation of a Sub's second channel makes it live and wakes all its
-// waiters; an
+// subscription is the OnSubscription hook of connection gen: a
+// confirmation makes the channel live and wakes all its waiters; an
 // unsubscription we did not ask for (a cluster slot moved, say) breaks the
 // connection.
 func (l *link) subscription(gen uint64, p rueidis.PubSubSubscription) {
 	h := l.h
 	h.mu.Lock()
-	s, own := l.sub(p.Channel)
+	s := l.subs[p.Channel]
 	if l.gen != gen || s == nil || !s.sent {
 		// An older connection's, or the reply to our UNSUBSCRIBE: s left
 		// l.subs, or is a new Sub of the channel not subscribed yet, before
@@ -367,9 +352,6 @@ func (l *link) subscription(gen uint64, p rueidis.PubSubSubscription) {
 	}
 	switch p.Kind {
 	case "subscribe", "ssubscribe":
-		if !own {
-			break // the lock's channel; the Hub's own, confirmed next, makes both live
-		}
 		s.live.Store(true)
 		h.mu.Unlock()
 		s.wake("")
