@@ -85,7 +85,9 @@
 // empty: each release hands the lock to the first queued waiter in the
 // same script and wakes it with the grant's fencing token (a direct
 // handoff: its Lock returns on that message; the grant lasts what was left
-// of its waiter timeout until the watchdog extends it). A queued waiter's
+// of its waiter timeout until the watchdog extends it). The waiters behind
+// it are not woken: each sleeps no later than the first waiter's deadline,
+// so that a grant to a waiter that died passes on when it expires. A queued waiter's
 // place is kept by heartbeats and lapses WithWaiterTimeout after
 // its process died. Without a queue, a release wakes one waiter per
 // Client. A read-write lock's waiting writers queue, and take the lock in
@@ -116,11 +118,7 @@
 //   - P:{E}:readers, a read-write lock's readers' deadlines;
 //   - P:{E}:gone, owners whose acquire may still land after they gave up,
 //     refused when it does;
-//   - P:{E}:wake, the wake-up channel (sharded pub/sub in cluster mode),
-//     for the wake-ups any waiter may act on;
-//   - P:{E}:wake:<client id>, a Client's channel of the lock, for the
-//     wake-ups that name one of its waiters (a hand-over), so that they
-//     reach one process, not every process with a waiter on the lock.
+//   - P:{E}:wake, the wake-up channel (sharded pub/sub in cluster mode).
 //
 // Locks of different kinds with the same name share P:{E} and exclude each
 // other. The relock command (relock inspect, relock list) takes and shows

@@ -50,12 +50,9 @@ import (
 //	redlock renew KEYS lock, fence, gone   ARGV owner, lease ms, token
 //	              → 1 renewed (or taken back while free), 0 not held
 //
-// Wake-up payloads: "" wakes every waiter, "one" one waiter per client
-// (both on the lock's channel, Keys.Wake); an owner id wakes that owner's
-// waiter, and "owner token" is a grant to owner (these on the channel of
-// the owner's client alone, Keys.Wake + ":" + the owner id's part before its colon:
-// wake.lua; see internal/wake). Owner ids are "client id:seq", and a client
-// id holds no colon.
+// Wake-up payloads, all on the lock's channel (Keys.Wake): "" wakes every
+// waiter, "one" one waiter per client, an owner id that owner's waiter,
+// and "owner token" is a grant to owner (see wake.lua and internal/wake).
 //
 // Expiries of keys that several owners share (queue, waiters, readers, gone)
 // are only ever lengthened: callers may use different options.
@@ -73,7 +70,7 @@ type Keys struct {
 	Waiters string // fair: waiter deadlines; rwlock: waiting writers' deadlines
 	Readers string // rwlock: reader deadlines
 	Gone    string // owners whose acquire may still land after they gave up
-	Wake    string // the wake-up channel; a client's own channel of the lock is Wake + ":" + its id
+	Wake    string // the wake-up channel
 
 	lists *keyLists // the calls' KEYS, made once by NewKeys; nil in a literal
 }

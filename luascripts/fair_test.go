@@ -14,23 +14,11 @@ import (
 	"github.com/relockgo/relock/luascripts"
 )
 
-// subscribe returns the payloads published from now on on channel, a
-// lock's wake-up channel, and on its clients' channels.
+// subscribe returns the payloads published on channel from now on.
 func subscribe(t *testing.T, channel string) <-chan string {
-	t.Helper()
-	// The lock's channel and every client's channel of the lock
-	// (wake.lua): the payloads name their owners.
-	pattern := globEscaper.Replace(channel) + "*"
-	return receive(t, func(sub rueidis.Client) rueidis.Completed { return sub.B().Psubscribe().Pattern(pattern).Build() })
-}
-
-// subscribeExact returns the payloads published on channel alone.
-func subscribeExact(t *testing.T, channel string) <-chan string {
 	t.Helper()
 	return receive(t, func(sub rueidis.Client) rueidis.Completed { return sub.B().Subscribe().Channel(channel).Build() })
 }
-
-var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 func receive(t *testing.T, subscription func(rueidis.Client) rueidis.Completed) <-chan string {
 	t.Helper()

@@ -13,14 +13,6 @@
 // token of its grant, which Granted returns, so that the waiter holds the
 // lock without another round trip.
 //
-// Channels. A lock's wake-up channel carries the wake-ups any waiter may
-// act on (for all, or for one waiter per Hub); a wake-up for one named
-// owner goes to the channel of its Hub alone, the lock's channel followed
-// by ":" and the Hub's id (the prefix of its owner ids: see
-// luascripts/wake.lua), so that it reaches one process rather than every
-// process with a waiter on the lock. A Sub subscribes both, in one
-// command, and dispatches the messages of both to its waiters.
-//
 // Delivery model. A Hub subscribes on connections of its own, taken from
 // the rueidis client's dedicated pool and never shared with commands: one
 // for all channels (standalone, sentinel), or one per hash slot in use
@@ -73,8 +65,7 @@ type timing struct {
 // zero value: call NewHub.
 type Hub struct {
 	rc      rueidis.Client
-	sharded bool   // SSUBSCRIBE instead of SUBSCRIBE (cluster mode): one link per slot
-	own     string // ":" and the Hub's id: a lock's channel and own name the Hub's channel of that lock
+	sharded bool // SSUBSCRIBE instead of SUBSCRIBE (cluster mode): one link per slot
 	log     *slog.Logger
 	timing  timing
 
@@ -85,24 +76,23 @@ type Hub struct {
 	wg     sync.WaitGroup   // one per link goroutine
 }
 
-// NewHub returns a Hub subscribing through rc for the owners whose ids
-// begin with id and a colon (a relock Client's). With sharded set it uses
+// NewHub returns a Hub subscribing through rc. With sharded set it uses
 // sharded pub/sub (SSUBSCRIBE), as cluster mode needs. It does not contact
 // Redis: the first Join does.
-func NewHub(rc rueidis.Client, id string, sharded bool, log *slog.Logger) *Hub {
-	return newHub(rc, id, sharded, log, timing{ping: defaultPing, reply: defaultReply, linger: defaultLinger})
+func NewHub(rc rueidis.Client, sharded bool, log *slog.Logger) *Hub {
+	return newHub(rc, sharded, log, timing{ping: defaultPing, reply: defaultReply, linger: defaultLinger})
 }
 
-func newHub(rc rueidis.Client, id string, sharded bool, log *slog.Logger, tm timing) *Hub {
-	return &Hub{rc: rc, own: ":" + id, sharded: sharded, log: log, timing: tm, subs: map[string]*Sub{}, links: map[uint16]*link{}}
+func newHub(rc rueidis.Client, sharded bool, log *slog.Logger, tm timing) *Hub {
+	return &Hub{rc: rc, sharded: sharded, log: log, timing: tm, subs: map[string]*Sub{}, links: map[uint16]*link{}}
 }
 
-// Sub is a Hub's subscription to one lock's channels, shared by the
-// waiters that joined it. Each waiter calls Leave once.
+// Sub is a Hub's subscription to one channel, shared by the waiters that
+// joined it. Each waiter calls Leave once.
 type Sub struct {
 	h       *Hub
-	channel string // the lock's channel; the Hub's own is channel + h.own
-	link    *link  // nil for a Sub made after Close: it never subscribes
+	channel string
+	link    *link // nil for a Sub made after Close: it never subscribes
 
 	// Guarded by h.mu; written by the link's goroutine and its hooks, and
 	// by Join and Leave (refs, idleSince).
@@ -130,8 +120,7 @@ type target struct {
 	granted int64 // the token of a hand-over to this owner, not taken yet; 0 if none
 }
 
-// Join returns the subscription to channel (a lock's wake-up channel, and
-// with it the Hub's channel of that lock), starting it if no waiter joined
+// Join returns the subscription to channel, starting it if no waiter joined
 // it lately. The caller must call Leave when it stops waiting. After Close,
 // Join returns a subscription whose signals never fire on a message.
 func (h *Hub) Join(channel string) *Sub {
@@ -180,7 +169,7 @@ func (h *Hub) JoinLive(channel string) *Sub {
 	return s
 }
 
-// Live reports whether the server has confirmed both channels on a
+// Live reports whether the server has confirmed the subscription on a
 // connection that has answered within its bound since. A waiter that joins
 // a live subscription after an attempt must try again at once: a wake-up
 // published between that attempt and the join reached nobody. One that

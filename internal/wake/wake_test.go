@@ -58,7 +58,7 @@ const (
 )
 
 // newHub returns a Hub on a new client of srv, closed at cleanup, and the
-// client's counts. Its channels do not linger; its id is "hub".
+// client's counts. Its channels do not linger.
 func newHub(t *testing.T, srv *redistest.Server) (*wake.Hub, *counting) {
 	t.Helper()
 	return newHubLinger(t, srv, 0)
@@ -66,13 +66,8 @@ func newHub(t *testing.T, srv *redistest.Server) (*wake.Hub, *counting) {
 
 func newHubLinger(t *testing.T, srv *redistest.Server, linger time.Duration) (*wake.Hub, *counting) {
 	t.Helper()
-	return newHubID(t, srv, "hub", linger)
-}
-
-func newHubID(t *testing.T, srv *redistest.Server, id string, linger time.Duration) (*wake.Hub, *counting) {
-	t.Helper()
 	rc := &counting{Client: srv.Client(t)}
-	h := wake.NewHubTiming(rc, id, false, slog.New(slog.DiscardHandler), pingEvery, replyTimeout, linger)
+	h := wake.NewHubTiming(rc, false, slog.New(slog.DiscardHandler), pingEvery, replyTimeout, linger)
 	t.Cleanup(h.Close)
 	return h, rc
 }
@@ -196,45 +191,6 @@ func TestNextFires(t *testing.T) {
 		fired(t, next, "publish "+strconv.Itoa(i))
 	}
 	assert.Equal(t, int64(1), rc.started.Load(), "connections taken")
-}
-
-// A wake-up for one named owner goes to the channel of its Hub alone (the
-// lock's channel, ":" and the Hub's id): each Hub subscribes its own
-// besides the lock's, and hears the named wake-ups of its own owners
-// only, while both hear the lock's channel. A Sub is live once both are
-// confirmed, and leaving unsubscribes both.
-func TestHubsOwnChannel(t *testing.T) {
-	srv := redistest.Shared(t)
-	admin := srv.Client(t)
-	a, _ := newHubID(t, srv, "A", 0)
-	b, _ := newHubID(t, srv, "B", 0)
-	ch := channelOf(t, "")
-
-	sa, sb := a.Join(ch), b.Join(ch)
-	numsubIs(t, admin, ch, 2)
-	numsubIs(t, admin, ch+":A", 1)
-	numsubIs(t, admin, ch+":B", 1)
-	barrier(t, sa, admin, ch+":A")
-	barrier(t, sb, admin, ch+":B")
-	require.True(t, sa.Live())
-	require.True(t, sb.Live())
-
-	wa, wb := sa.NextFor("A:1"), sb.NextFor("B:1")
-	require.Equal(t, int64(1), publish(t, admin, ch+":A", "A:1"))
-	fired(t, wa, "a wake-up on A's channel naming A:1")
-	pending(t, wb)
-	require.Equal(t, int64(1), publish(t, admin, ch+":B", "B:1 7"))
-	fired(t, wb, "a hand-over on B's channel to B:1")
-	assert.Equal(t, int64(7), sb.Granted("B:1"))
-
-	sa.Forget("A:1")
-	sb.Forget("B:1")
-	sa.Leave()
-	numsubIs(t, admin, ch+":A", 0)
-	numsubIs(t, admin, ch, 1)
-	sb.Leave()
-	numsubIs(t, admin, ch+":B", 0)
-	numsubIs(t, admin, ch, 0)
 }
 
 // TestNamedWakeUps checks the wake-ups that name an owner: they wake only
