@@ -32,18 +32,16 @@ local function wake_first()
 end
 
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
-if not holds(KEYS[1], ARGV[1]) then
+local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
+if not ended then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
     wake_first()
   end
   return 0
 end
-local depth = tonumber(ARGV[4])
-if depth > 1 then
-  redis.call('hset', KEYS[1], ARGV[1], depth - 1)
+if ended == 'kept' then
   return 1
 end
-redis.call('del', KEYS[1])
 hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], ms)

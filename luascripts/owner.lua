@@ -17,3 +17,24 @@ end
 local function holds(key, owner)
   return redis.pcall('hexists', key, owner) == 1
 end
+
+-- Ends depth of owner's holds of the hash lock key (depth n > 1 leaves
+-- n - 1; 1, or 0, ends them all), owner's field telling its hold count.
+-- Returns 'kept' when holds remain, 'ended' when owner's field is gone
+-- (a reentrant or fair lock's hash, whose only field it was, with it),
+-- nil when owner holds nothing, or key is not a hash. Ending all holds
+-- costs one HDEL.
+local function end_holds(key, owner, depth)
+  depth = tonumber(depth)
+  if depth > 1 then
+    if not holds(key, owner) then
+      return nil
+    end
+    redis.call('hset', key, owner, depth - 1)
+    return 'kept'
+  end
+  if redis.pcall('hdel', key, owner) == 1 then
+    return 'ended'
+  end
+  return nil
+end

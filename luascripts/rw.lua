@@ -14,20 +14,30 @@ local function foreign(lock)
   return kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', lock, 'mode') == 0)
 end
 
--- Returns how many writers wait, once those that stopped heart-beating
--- (their deadline passed) are purged from the writers' queue (see
--- queue.lua). No writer waiting, the common case, costs one ZCARD.
-local function live_writers(waiters, queue, now)
-  local n = redis.call('zcard', waiters)
-  if n == 0 then
-    return 0
-  end
-  for _, dead in ipairs(redis.call('zrangebyscore', waiters, '-inf', now)) do
+-- Purges the waiting writers that stopped heart-beating (their deadline
+-- passed) from the writers' queue (see queue.lua).
+local function purge_writers(waiters, queue)
+  for _, dead in ipairs(redis.call('zrangebyscore', waiters, '-inf', server_ms())) do
     redis.call('zrem', waiters, dead)
     redis.call('lrem', queue, 1, dead)
-    n = n - 1
   end
-  return n
+end
+
+-- Returns the latest deadline of the waiting writers (server time, ms) if
+-- it has not passed: a live writer waits; else nil (when it has passed,
+-- they are all dead, and purged). One ZRANGE, and the clock only when a
+-- writer waits.
+local function writers_wait(waiters, queue)
+  local last = redis.call('zrange', waiters, -1, -1, 'WITHSCORES')
+  if not last[2] then
+    return nil
+  end
+  local deadline = tonumber(last[2])
+  if deadline > server_ms() then
+    return deadline
+  end
+  purge_writers(waiters, queue)
+  return nil
 end
 
 -- Ends the holds of readers whose deadline has passed, and waiting writers
@@ -40,7 +50,7 @@ local function purge(lock, readers, waiters, queue, now)
     redis.call('hdel', lock, dead)
     ended = true
   end
-  live_writers(waiters, queue, now)
+  purge_writers(waiters, queue)
   -- Only a hold ended here can leave the hash with its mode alone: every
   -- script that ends one deletes the lock when none is left.
   if ended and redis.call('hlen', lock) == 1 and redis.call('hexists', lock, 'mode') == 1 then

@@ -24,7 +24,7 @@
 -- attempts and releases purge them (rw.lua, purge).
 --
 -- Returns {1, token} when acquired, {0, wait} when not: the lock's pttl,
--- or, when it is free but a writer waits, that writer's remaining deadline.
+-- or, when it is free but writers wait, the last one's remaining deadline.
 -- Returns {0, -1} for an owner recorded as gone, and takes nothing: its
 -- caller gave up before this attempt landed.
 if is_gone(KEYS[6], ARGV[1]) then
@@ -36,22 +36,22 @@ local mode = redis.pcall('hget', KEYS[1], 'mode')
 if type(mode) == 'table' or (not mode and redis.call('exists', KEYS[1]) == 1) then
   return {0, redis.call('pttl', KEYS[1])}
 end
-local now = server_ms()
 
-local admit
+local admit, writers
 if mode == 'write' then
   admit = ARGV[7] ~= '' and redis.call('hexists', KEYS[1], ARGV[7]) == 1
 else
-  admit = live_writers(KEYS[4], KEYS[3], now) == 0
+  writers = writers_wait(KEYS[4], KEYS[3])
+  admit = not writers
 end
 if not admit then
   if mode then
     return {0, redis.call('pttl', KEYS[1])}
   end
-  -- Free, but a writer waits and will take it: look again by its deadline
-  -- in case it died (heartbeats also purge it and wake the readers).
-  local first = redis.call('zrange', KEYS[4], 0, 0, 'WITHSCORES')
-  return {0, tonumber(first[2]) - now}
+  -- Free, but writers wait and will take it: look again by the last one's
+  -- deadline in case they all died (heartbeats also purge the dead and
+  -- wake the readers).
+  return {0, writers - server_ms()}
 end
 if mode then
   redis.call('hset', KEYS[1], ARGV[1], 1)
@@ -61,6 +61,11 @@ else
   redis.call('hset', KEYS[1], 'mode', 'read', ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
-redis.call('zadd', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
-extend(KEYS[5], ARGV[2])
+redis.call('zadd', KEYS[5], server_ms() + tonumber(ARGV[2]), ARGV[1])
+if mode == 'read' then
+  -- Read-locked, the lock has readers, whose deadlines' key has an expiry.
+  redis.call('pexpire', KEYS[5], ARGV[2], 'GT')
+else
+  extend(KEYS[5], ARGV[2])
+end
 return {1, next_token(KEYS[2])}

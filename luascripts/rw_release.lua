@@ -25,7 +25,8 @@
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
-if not holds(KEYS[1], ARGV[1]) then
+local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
+if not ended then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) then
     if redis.call('zcard', KEYS[3]) == 0 then
       redis.call(ARGV[3], ARGV[2], '') -- readers held back by this writer may enter
@@ -38,13 +39,10 @@ if not holds(KEYS[1], ARGV[1]) then
   end
   return 0
 end
-local depth = tonumber(ARGV[4])
-if depth > 1 then
-  redis.call('hset', KEYS[1], ARGV[1], depth - 1)
+if ended == 'kept' then
   return 1
 end
 local reader = redis.call('zrem', KEYS[4], ARGV[1]) == 1
-redis.call('hdel', KEYS[1], ARGV[1])
 if redis.call('hlen', KEYS[1]) <= 1 then
   redis.call('del', KEYS[1])
   -- The first waiting writer goes next, and no reader may enter before
