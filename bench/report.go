@@ -688,7 +688,7 @@ func spreadSection(w *mdWriter, res *Results) {
 	s := res.Spread[0]
 	w.line("### Hot key, zero hold, %d waiters in %d processes of %d", s.Workers, s.Processes, s.Workers/max(s.Processes, 1))
 	w.text("")
-	w.text("The same waiters as above, spread over many processes with a client each: a release that wakes one waiter per lock hands off as fast as with two processes, one that wakes a waiter per process (each process's client hears the release) loads Redis with an attempt per process. *÷ 2 processes* divides by the same kind's row at zero hold above.")
+	w.text("The same waiters as above, spread over many processes with a client each: a release that wakes one waiter per lock hands off as fast as with two processes, one that wakes a waiter per process (each process's client hears the release) loads Redis with an attempt per process. relock's releases wake one waiter per lock (a hand-over names it; *EVALSHA/handoff* stays at 2), but the message goes out on the lock's one wake-up channel, to which every process with a waiter subscribes (the layout relock's contract fixes): each of the 16 processes wakes to read it, and on 2 cores those wake-ups, not Redis, bound the rate. *÷ 2 processes* divides by the same kind's row at zero hold above.")
 	w.text("")
 	w.text("| library | configuration | processes × waiters | handoffs/s | ÷ 2 processes | switches/s | wait p50 | wait p99 | wait max | Jain | FIFO violations | Redis commands/handoff | EVALSHA/handoff | Redis CPU |")
 	w.text("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

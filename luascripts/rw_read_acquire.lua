@@ -26,10 +26,8 @@
 -- Returns {1, token} when acquired, {0, wait} when not: the lock's pttl,
 -- or, when it is free but writers wait, the last one's remaining deadline.
 -- Returns {0, -1} for an owner recorded as gone, and takes nothing: its
--- caller gave up before this attempt landed.
-if is_gone(KEYS[6], ARGV[1]) then
-  return {0, -1}
-end
+-- caller gave up before this attempt landed. (An attempt that is refused
+-- changes nothing, gone or not: only one that would be admitted asks.)
 -- The mode, and a lock of another kind (see rw.lua, foreign) in one
 -- command when the lock is a read-write lock or free.
 local mode = redis.pcall('hget', KEYS[1], 'mode')
@@ -52,6 +50,9 @@ if not admit then
   -- deadline in case they all died (heartbeats also purge the dead and
   -- wake the readers).
   return {0, writers - server_ms()}
+end
+if is_gone(KEYS[6], ARGV[1]) then
+  return {0, -1}
 end
 if mode then
   redis.call('hset', KEYS[1], ARGV[1], 1)
