@@ -24,18 +24,11 @@
 -- hand_on).
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
-local function wake_first()
-  local head = queue_head(KEYS[2], KEYS[3])
-  if head then
-    wake_owner(ARGV[3], ARGV[2], head)
-  end
-end
-
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
 if not ended then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
-    wake_first()
+    wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2])
   end
   return 0
 end

@@ -40,15 +40,9 @@
 -- lock of another kind with the same name. Returns {0, -1} for an owner
 -- recorded as gone, and neither takes nor queues: its caller gave up
 -- before this attempt landed.
--- Nobody gone and nobody queued, the common case, costs one EXISTS; with
--- a live waiter queued and nobody gone, so does the gone check.
-local others = redis.call('exists', KEYS[6], KEYS[3])
-local head, deadline
-if others > 0 then
-  head, deadline = queue_head(KEYS[3], KEYS[4])
-  if others > (head and 1 or 0) and is_gone(KEYS[6], ARGV[1]) then
-    return {0, -1}
-  end
+local head, deadline, gone = look_ahead(KEYS[6], KEYS[3], KEYS[4], ARGV[1])
+if gone then
+  return {0, -1}
 end
 if not head or head == ARGV[1] then
   if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then

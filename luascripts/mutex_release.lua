@@ -29,12 +29,7 @@
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 if holder(KEYS[1]) ~= ARGV[1] then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
-    local head = queue_head(KEYS[2], KEYS[3])
-    if head then
-      wake_owner(ARGV[3], ARGV[2], head)
-    else
-      redis.call(ARGV[3], ARGV[2], 'one')
-    end
+    wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2], 'one')
   end
   return 0
 end

@@ -34,6 +34,32 @@ local function queue_head(queue, deadlines)
   return nil
 end
 
+-- Looks at the queue before an acquire attempt of owner: returns its
+-- first live waiter and that waiter's deadline (queue_head), or nil, and
+-- whether owner is recorded as gone (gone.lua). Nobody gone and nobody
+-- queued, the common case, costs one EXISTS; with a live waiter queued and
+-- nobody gone, so does the gone check.
+local function look_ahead(gone, queue, deadlines, owner)
+  local others = redis.call('exists', gone, queue)
+  if others == 0 then
+    return nil, nil, false
+  end
+  local head, deadline = queue_head(queue, deadlines)
+  return head, deadline, others > (head and 1 or 0) and is_gone(gone, owner)
+end
+
+-- Wakes the first live waiter of queue by name, to try now; with nobody
+-- queued, publishes otherwise instead, if not nil ("one", "": see
+-- wake.lua). Commands and channel as wake_owner's.
+local function wake_first(queue, deadlines, pub, channel, otherwise)
+  local head = queue_head(queue, deadlines)
+  if head then
+    wake_owner(pub, channel, head)
+  elseif otherwise then
+    redis.call(pub, channel, otherwise)
+  end
+end
+
 -- Queues owner at the back of queue if it is not queued yet, and sets its
 -- deadline to ms milliseconds from now; head is the queue's first live
 -- waiter (queue_head), or nil. The keys' expiries are only ever extended:

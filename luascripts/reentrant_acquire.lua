@@ -33,15 +33,9 @@
 -- deadline (it is woken now). Returns {0, -1} for an owner recorded as
 -- gone, and neither takes nor queues: its caller gave up before this
 -- attempt landed.
--- Nobody gone and nobody queued, the common case, costs one EXISTS; with
--- a live waiter queued and nobody gone, so does the gone check.
-local others = redis.call('exists', KEYS[6], KEYS[3])
-local head, deadline
-if others > 0 then
-  head, deadline = queue_head(KEYS[3], KEYS[4])
-  if others > (head and 1 or 0) and is_gone(KEYS[6], ARGV[1]) then
-    return {0, -1}
-  end
+local head, deadline, gone = look_ahead(KEYS[6], KEYS[3], KEYS[4], ARGV[1])
+if gone then
+  return {0, -1}
 end
 local free = redis.call('exists', KEYS[1]) == 0
 if not free and holds(KEYS[1], ARGV[1]) then

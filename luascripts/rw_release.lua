@@ -31,10 +31,7 @@ if not ended then
     if redis.call('zcard', KEYS[3]) == 0 then
       redis.call(ARGV[3], ARGV[2], '') -- readers held back by this writer may enter
     elseif redis.call('exists', KEYS[1]) == 0 then
-      local head = queue_head(KEYS[2], KEYS[3])
-      if head then
-        wake_owner(ARGV[3], ARGV[2], head) -- the writer first now
-      end
+      wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2]) -- the writer first now
     end
   end
   return 0
@@ -48,12 +45,7 @@ if redis.call('hlen', KEYS[1]) <= 1 then
   -- The first waiting writer goes next, and no reader may enter before
   -- it: wake it alone. With no writer waiting, wake every waiter: the
   -- readers may all enter.
-  local head = queue_head(KEYS[2], KEYS[3])
-  if head then
-    wake_owner(ARGV[3], ARGV[2], head)
-  else
-    redis.call(ARGV[3], ARGV[2], '')
-  end
+  wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2], '')
   return 1
 end
 if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then
