@@ -273,11 +273,34 @@ func (s *acquireSpy) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []r
 	return s.Client.DoMulti(ctx, cmds...)
 }
 
+// queued waits until the queue of the lock keys holds n waiters.
+func queued(t *testing.T, rc rueidis.Client, keys luascripts.Keys, n int64) {
+	t.Helper()
+	locktest.Eventually(t, fmt.Sprintf("%d waiters queued", n), func() bool {
+		got, err := rc.Do(context.Background(), rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
+		return err == nil && got == n
+	})
+}
+
+// lockAsync locks l in a goroutine, under ctx, and sends the lease (nil if
+// Lock failed, which fails the test).
+func lockAsync(t *testing.T, ctx context.Context, l relock.Locker) <-chan *relock.Lease {
+	got := make(chan *relock.Lease, 1)
+	go func() {
+		lease, err := l.Lock(ctx)
+		assert.NoError(t, err)
+		got <- lease
+	}()
+	return got
+}
+
 // A queued waiter to which a release hands the lock holds it on the
 // wake-up alone, which carries the grant's token: a handoff costs the
-// release and its message, not another acquire round trip. The watchdog
-// then extends the grant, which lasted the waiter's deadline, to the
-// lease. (The waiter used to take the grant up by an attempt of its own.)
+// release and its message, not another acquire round trip. The grant
+// lasts what was left of the waiter's deadline; the watchdog extends it
+// to the lease when a third of that has passed, like any lease, so that a
+// short hold costs no renewal. (The waiter used to take the grant up by an
+// attempt of its own, and then to renew it as Lock returned.)
 func TestHandOverNeedsNoAttempt(t *testing.T) {
 	srv := redistest.Shared(t)
 	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
@@ -287,25 +310,23 @@ func TestHandOverNeedsNoAttempt(t *testing.T) {
 
 	first, err := holder.Lock(ctx)
 	require.NoError(t, err)
-	got := make(chan *relock.Lease, 1)
-	go func() {
-		l, err := waiter.Lock(ctx)
-		assert.NoError(t, err)
-		got <- l
-	}()
+	got := lockAsync(t, ctx, waiter)
 	rc := srv.Client(t)
 	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
-	locktest.Eventually(t, "the waiter to queue", func() bool {
-		n, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
-		return err == nil && n == 1
-	})
+	queued(t, rc, keys, 1)
 	time.Sleep(100 * time.Millisecond) // its subscription confirmed (a waiter queues after subscribing)
 	before := spy.attempts.Load()
 	require.NoError(t, first.Unlock())
 	l := <-got
 	require.NotNil(t, l)
+	handed, renewals := time.Now(), spy.renewals.Load()
 	assert.Equal(t, before, spy.attempts.Load(), "the waiter made an acquire attempt after the hand-over")
 	assert.Greater(t, l.Token(), first.Token())
+	time.Sleep(200 * time.Millisecond)
+	if time.Since(handed) < relock.DefaultWaiterTimeout/4 {
+		assert.Equal(t, renewals, spy.renewals.Load(), "the handed lease was renewed within 200 ms")
+	}
+	assert.True(t, l.ValidUntil().After(time.Now().Add(relock.DefaultWaiterTimeout/2)), "valid for what is left of the grant")
 	locktest.Eventually(t, "the grant extended to the lease", func() bool {
 		ms, err := rc.Do(ctx, rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
 		return err == nil && ms > int64(relock.DefaultWatchdogTimeout/time.Millisecond)-2000
@@ -328,29 +349,12 @@ func TestWaiterBehindAHandOverDoesNotTry(t *testing.T) {
 	ctx := context.Background()
 	rc := srv.Client(t)
 	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
-	queued := func(n int64) {
-		t.Helper()
-		locktest.Eventually(t, fmt.Sprintf("%d waiters queued", n), func() bool {
-			got, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
-			return err == nil && got == n
-		})
-	}
-
 	h, err := holder.Lock(ctx)
 	require.NoError(t, err)
-	lock := func(l relock.Locker) <-chan *relock.Lease {
-		got := make(chan *relock.Lease, 1)
-		go func() {
-			lease, err := l.Lock(ctx)
-			assert.NoError(t, err)
-			got <- lease
-		}()
-		return got
-	}
-	firstGot := lock(first)
-	queued(1)
-	secondGot := lock(second)
-	queued(2)
+	firstGot := lockAsync(t, ctx, first)
+	queued(t, rc, keys, 1)
+	secondGot := lockAsync(t, ctx, second)
+	queued(t, rc, keys, 2)
 	time.Sleep(100 * time.Millisecond) // the second's attempt answered, its subscription confirmed
 	before := spy.attempts.Load()
 
@@ -390,18 +394,10 @@ func TestGrantToADeadWaiterPassesOnAtItsDeadline(t *testing.T) {
 	granted, _, ok := luascripts.AcquireReply(reply)
 	require.True(t, ok && !granted, "the dead waiter queued: %v", reply)
 
-	got := make(chan *relock.Lease, 1)
-	go func() {
-		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		l, err := next.Lock(lctx)
-		assert.NoError(t, err)
-		got <- l
-	}()
-	locktest.Eventually(t, "two waiters queued", func() bool {
-		n, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
-		return err == nil && n == 2
-	})
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	got := lockAsync(t, lctx, next)
+	queued(t, rc, keys, 2)
 	require.NoError(t, h.Unlock())
 	released := time.Now()
 	owner, err := rc.Do(ctx, rc.B().Hkeys().Key(keys.Lock).Build()).AsStrSlice()
@@ -412,50 +408,5 @@ func TestGrantToADeadWaiterPassesOnAtItsDeadline(t *testing.T) {
 	require.NotNil(t, l)
 	took := time.Since(released)
 	assert.Less(t, took, 4*time.Second, "the next waiter took the lock %v after the release; the grant expired within 1 s", took)
-	require.NoError(t, l.Unlock())
-}
-
-// A lease that a release handed over is renewed, like any lease, when a
-// third of its validity has passed — here of what was left of the waiter's
-// 5 s timeout —, not at once: a short hold ends before, and a handoff costs
-// no renewal. (It was renewed as Lock returned: a third script per
-// handoff.)
-func TestHandedLeaseRenewsAtAThirdOfItsValidity(t *testing.T) {
-	srv := redistest.Shared(t)
-	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
-	spy := &acquireSpy{Client: srv.Client(t)}
-	waiter := fair.New(locktest.Client(t, spy), t.Name())
-	ctx := context.Background()
-	rc := srv.Client(t)
-	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
-
-	first, err := holder.Lock(ctx)
-	require.NoError(t, err)
-	got := make(chan *relock.Lease, 1)
-	go func() {
-		l, err := waiter.Lock(ctx)
-		assert.NoError(t, err)
-		got <- l
-	}()
-	locktest.Eventually(t, "the waiter to queue", func() bool {
-		n, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
-		return err == nil && n == 1
-	})
-	time.Sleep(100 * time.Millisecond) // its subscription confirmed
-	require.NoError(t, first.Unlock())
-	l := <-got
-	require.NotNil(t, l)
-	handed := time.Now()
-	before := spy.renewals.Load()
-	time.Sleep(200 * time.Millisecond)
-	if time.Since(handed) < relock.DefaultWaiterTimeout/4 {
-		assert.Equal(t, before, spy.renewals.Load(), "the handed lease was renewed within 200 ms")
-	}
-	assert.True(t, l.ValidUntil().After(time.Now().Add(relock.DefaultWaiterTimeout/2)), "valid for what is left of the grant")
-	locktest.Eventually(t, "the grant extended to the lease", func() bool {
-		ms, err := rc.Do(ctx, rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
-		return err == nil && ms > int64(relock.DefaultWatchdogTimeout/time.Millisecond)-2000
-	})
-	require.NoError(t, l.Context().Err())
 	require.NoError(t, l.Unlock())
 }
