@@ -221,8 +221,8 @@ func (d *demo) openRedlock(logger *slog.Logger) (closeAll func(), err error) {
 }
 
 // killMaster kills one master; the worker that made acquisition killAt
-// calls it after it released the lock, and the acquisitions after it run
-// on the masters left.
+// calls it at the end of its hold, before it releases the lock, so the
+// acquisitions after it run on the masters left.
 func (d *demo) killMaster() {
 	d.kill()
 	d.mu.Lock()
@@ -361,14 +361,15 @@ func (d *demo) round(ctx context.Context, id, round int) (err error) {
 	got := time.Now()
 	kill := d.acquired(id, lease.Token(), asked, got)
 	defer func() {
+		if kill {
+			// Before the release, which wakes the waiters: every
+			// acquisition after this one runs on the masters left. The
+			// holder keeps the lock (a majority of its masters is left)
+			// and releases it on the four.
+			d.killMaster()
+		}
 		if uerr := d.release(id, lease, got); uerr != nil && err == nil {
 			err = fmt.Errorf("unlock: %w", uerr)
-		}
-		if kill {
-			// Between two holds: a lease granted by a bare majority (3 of
-			// 5) does not survive the loss of one of its own masters, since
-			// renewals do not take free masters back.
-			d.killMaster()
 		}
 	}()
 
