@@ -39,7 +39,9 @@ local head, deadline, gone = look_ahead(KEYS[6], KEYS[3], KEYS[4], ARGV[1])
 if gone then
   return {0, -1}
 end
-local free = redis.call('exists', KEYS[1]) == 0
+-- The lock's time to live, -2 when it is free: one command for both.
+local pttl = redis.call('pttl', KEYS[1])
+local free = pttl == -2
 if not free and holds(KEYS[1], ARGV[1]) then
   -- A release handed the lock to this owner, a queued waiter (an owner id
   -- is new to each Lock: a re-entry does not come here).
@@ -63,7 +65,7 @@ if not free then
   -- nobody, but the first waiter sleeps no longer than this pttl, and
   -- those behind it no longer than its deadline (held_wait). Heartbeats
   -- purge a first waiter that died.
-  return {0, held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head, deadline)}
+  return {0, held_wait(pttl, ARGV[1], head, deadline)}
 end
 -- Free, but another waiter is first: hand it the lock, and look again by
 -- its deadline in case it died.

@@ -15,21 +15,20 @@
 -- expiry could break that, and it would break the restart case alike.
 --
 -- A token is the server time in microseconds whenever that is above the
--- last one: one GET and one SET, the common case. Otherwise (more than one
--- grant in a microsecond, or a clock stepped back) it is the last plus one,
--- by INCR. The comparison is of decimal strings, never Lua numbers, which
--- are doubles; the token returned is one (a microsecond time is far below
--- 2^53, so Redis turns it into the exact integer).
+-- last one: one SET … GET, which writes it and returns the last, the common
+-- case. Otherwise (more than one grant in a microsecond, or a clock stepped
+-- back) it is the last plus one: the last is written back and INCR
+-- advances it. The comparison is of decimal strings, never Lua numbers,
+-- which are doubles; the token returned is one (a microsecond time is far
+-- below 2^53, so Redis turns it into the exact integer).
 local fence_ttl_ms = 24 * 60 * 60 * 1000
 
 local function next_token(key)
   local now = server_us()
-  local last = redis.call('get', key)
+  local last = redis.call('set', key, now, 'PX', fence_ttl_ms, 'GET')
   if last and (#last > #now or (#last == #now and last >= now)) then
-    local token = redis.call('incr', key)
-    redis.call('pexpire', key, fence_ttl_ms)
-    return token
+    redis.call('set', key, last, 'PX', fence_ttl_ms)
+    return redis.call('incr', key)
   end
-  redis.call('set', key, now, 'PX', fence_ttl_ms)
   return tonumber(now)
 end

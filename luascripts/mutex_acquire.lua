@@ -57,10 +57,12 @@ if holder(KEYS[1]) == ARGV[1] then
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
 local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
-if head and head ~= ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
-  -- Free, but a starving waiter is first: hand it the lock, and look
-  -- again by its deadline in case it died.
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
+  -- Free, but a starving waiter is first (only then was the SET NX not
+  -- tried): hand it the lock, and look again by its deadline in case it
+  -- died.
   wake_owner(ARGV[6], ARGV[5], head)
   return {0, deadline - server_ms(), queued}
 end
-return {0, held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head, deadline), queued}
+return {0, held_wait(pttl, ARGV[1], head, deadline), queued}

@@ -37,7 +37,9 @@ local head, deadline, gone = look_ahead(KEYS[6], KEYS[3], KEYS[4], ARGV[1])
 if gone then
   return {0, -1}
 end
-local free = redis.call('exists', KEYS[1]) == 0
+-- The lock's time to live, -2 when it is free: one command for both.
+local pttl = redis.call('pttl', KEYS[1])
+local free = pttl == -2
 if not free and holds(KEYS[1], ARGV[1]) then
   -- A release handed the lock to this owner, a queued waiter (an owner id
   -- is new to each Lock: a re-entry does not come here).
@@ -56,4 +58,4 @@ if free then
   wake_owner(ARGV[6], ARGV[5], head)
   return {0, deadline - server_ms(), queued}
 end
-return {0, held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head, deadline), queued}
+return {0, held_wait(pttl, ARGV[1], head, deadline), queued}
