@@ -91,7 +91,8 @@
 // place is kept by heartbeats and lapses WithWaiterTimeout after
 // its process died. Without a queue, a release wakes one waiter per
 // Client. A read-write lock's waiting writers queue, and take the lock in
-// arrival order. (Redlock waiters do not queue: see package redlock.)
+// arrival order, handed it as the queued waiters of the mutex are.
+// (Redlock waiters do not queue: see package redlock.)
 //
 // # Observing
 //

@@ -300,39 +300,57 @@ func lockAsync(t *testing.T, ctx context.Context, l relock.Locker) <-chan *reloc
 // lasts what was left of the waiter's deadline; the watchdog extends it
 // to the lease when a third of that has passed, like any lease, so that a
 // short hold costs no renewal. (The waiter used to take the grant up by an
-// attempt of its own, and then to renew it as Lock returned.)
+// attempt of its own, and then to renew it as Lock returned.) The same for
+// a fair lock's waiter and a read-write lock's waiting writer, here behind
+// a reader (its grant used to be a wake-up to try).
 func TestHandOverNeedsNoAttempt(t *testing.T) {
-	srv := redistest.Shared(t)
-	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
-	spy := &acquireSpy{Client: srv.Client(t)}
-	waiter := fair.New(locktest.Client(t, spy), t.Name())
-	ctx := context.Background()
+	for _, kd := range []struct {
+		name string
+		// holder and waiter are the lock called name on c, as the holder
+		// and the waiter take it.
+		holder, waiter func(c *relock.Client, name string) relock.Locker
+	}{
+		{"fair",
+			func(c *relock.Client, name string) relock.Locker { return fair.New(c, name) },
+			func(c *relock.Client, name string) relock.Locker { return fair.New(c, name) }},
+		{"rwlock",
+			func(c *relock.Client, name string) relock.Locker { return rwlock.New(c, name).RLocker() },
+			func(c *relock.Client, name string) relock.Locker { return rwlock.New(c, name).Locker() }},
+	} {
+		t.Run(kd.name, func(t *testing.T) {
+			srv := redistest.Shared(t)
+			holder := kd.holder(locktest.Client(t, srv.Client(t)), t.Name())
+			spy := &acquireSpy{Client: srv.Client(t)}
+			waiter := kd.waiter(locktest.Client(t, spy), t.Name())
+			ctx := context.Background()
 
-	first, err := holder.Lock(ctx)
-	require.NoError(t, err)
-	got := lockAsync(t, ctx, waiter)
-	rc := srv.Client(t)
-	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
-	queued(t, rc, keys, 1)
-	time.Sleep(100 * time.Millisecond) // its subscription confirmed (a waiter queues after subscribing)
-	before := spy.attempts.Load()
-	require.NoError(t, first.Unlock())
-	l := <-got
-	require.NotNil(t, l)
-	handed, renewals := time.Now(), spy.renewals.Load()
-	assert.Equal(t, before, spy.attempts.Load(), "the waiter made an acquire attempt after the hand-over")
-	assert.Greater(t, l.Token(), first.Token())
-	time.Sleep(200 * time.Millisecond)
-	if time.Since(handed) < relock.DefaultWaiterTimeout/4 {
-		assert.Equal(t, renewals, spy.renewals.Load(), "the handed lease was renewed within 200 ms")
+			first, err := holder.Lock(ctx)
+			require.NoError(t, err)
+			got := lockAsync(t, ctx, waiter)
+			rc := srv.Client(t)
+			keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
+			queued(t, rc, keys, 1)
+			time.Sleep(100 * time.Millisecond) // its subscription confirmed (a waiter queues after subscribing)
+			before := spy.attempts.Load()
+			require.NoError(t, first.Unlock())
+			l := <-got
+			require.NotNil(t, l)
+			handed, renewals := time.Now(), spy.renewals.Load()
+			assert.Equal(t, before, spy.attempts.Load(), "the waiter made an acquire attempt after the hand-over")
+			assert.Greater(t, l.Token(), first.Token())
+			time.Sleep(200 * time.Millisecond)
+			if time.Since(handed) < relock.DefaultWaiterTimeout/4 {
+				assert.Equal(t, renewals, spy.renewals.Load(), "the handed lease was renewed within 200 ms")
+			}
+			assert.True(t, l.ValidUntil().After(time.Now().Add(relock.DefaultWaiterTimeout/2)), "valid for what is left of the grant")
+			locktest.Eventually(t, "the grant extended to the lease", func() bool {
+				ms, err := rc.Do(ctx, rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
+				return err == nil && ms > int64(relock.DefaultWatchdogTimeout/time.Millisecond)-2000
+			})
+			require.NoError(t, l.Context().Err())
+			require.NoError(t, l.Unlock())
+		})
 	}
-	assert.True(t, l.ValidUntil().After(time.Now().Add(relock.DefaultWaiterTimeout/2)), "valid for what is left of the grant")
-	locktest.Eventually(t, "the grant extended to the lease", func() bool {
-		ms, err := rc.Do(ctx, rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
-		return err == nil && ms > int64(relock.DefaultWatchdogTimeout/time.Millisecond)-2000
-	})
-	require.NoError(t, l.Context().Err())
-	require.NoError(t, l.Unlock())
 }
 
 // The waiter behind one to which a release hands the lock is not woken:

@@ -102,3 +102,73 @@ func TestReleaseHandsOnToTheFirstWaiter(t *testing.T) {
 		})
 	}
 }
+
+// rwHolders returns the owners holding read-write lock k, and its mode.
+func (k lockKeys) rwHolders(t *testing.T, rc rueidis.Client) (mode string, owners []string) {
+	t.Helper()
+	fields, err := do(t, rc, rc.B().Hgetall().Key(k.lock).Build()).AsStrMap()
+	require.NoError(t, err)
+	for f, v := range fields {
+		if f == "mode" {
+			mode = v
+		} else {
+			owners = append(owners, f)
+		}
+	}
+	return mode, owners
+}
+
+// The read-write lock's last release hands the lock to the first waiting
+// writer, as the mutex's does (issue 14: direct handoff), whether the last
+// holder was a writer or a reader: the writer holds it from the release
+// on, woken by name with the grant's token, its grant lasting no longer
+// than its deadline as a waiter; readers stay out. A writer that missed
+// the wake-up takes the grant up by its attempt. With no writer left, the
+// release wakes everyone ("") and readers enter.
+func TestRWReleaseHandsOnToTheFirstWriter(t *testing.T) {
+	rc := redistest.Shared(t).Client(t)
+	k := keysFor(t, rc)
+	payloads := subscribe(t, k.wake)
+	read := func(owner string) []int64 { return k.attempt(t, rc, luascripts.RWReadAcquire, owner, "0") }
+	write := func(owner string) []int64 { return k.attempt(t, rc, luascripts.RWWriteAcquire, owner, "1") }
+
+	r := read("r")
+	require.Equal(t, int64(1), r[0])
+	require.Equal(t, int64(0), write("a")[0], "a writer waits behind a reader")
+	require.Equal(t, int64(0), write("b")[0])
+
+	// The last reader's release hands the lock to a.
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "r", 1, 0))
+	mode, owners := k.rwHolders(t, rc)
+	assert.Equal(t, "write", mode)
+	assert.Equal(t, []string{"a"}, owners, "the release grants the first writer")
+	owner, tok, _ := strings.Cut(next(t, payloads), " ")
+	assert.Equal(t, "a", owner, "and wakes it by name")
+	handed, err := strconv.ParseInt(tok, 10, 64)
+	require.NoError(t, err, "with the grant's token, in decimal: %q", tok)
+	assert.Greater(t, handed, r[1])
+	ttl := k.pttl(t, rc)
+	assert.True(t, ttl > 0 && ttl <= 5000, "until the writer's deadline: pttl %d ms", ttl)
+	assert.Equal(t, int64(0), read("n")[0], "a reader stays out")
+
+	a := write("a")
+	require.Equal(t, int64(1), a[0], "the writer's attempt takes the grant up")
+	assert.Equal(t, handed, a[1], "with the token the wake-up carried")
+	assert.Greater(t, k.pttl(t, rc), int64(55000), "and its lease")
+
+	// A writer's release hands the lock to the next writer, b, who gives
+	// up: with no writer left, its withdrawal frees the lock and wakes
+	// everyone.
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "a", 1, 0))
+	_, owners = k.rwHolders(t, rc)
+	assert.Equal(t, []string{"b"}, owners)
+	owner, _, _ = strings.Cut(next(t, payloads), " ")
+	assert.Equal(t, "b", owner)
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "b", 0, 0))
+	assert.False(t, exists(t, rc, k.lock), "no holder left")
+	assert.Equal(t, "", next(t, payloads), "everyone is woken")
+	got := read("n")
+	require.Equal(t, int64(1), got[0], "a reader enters")
+	assert.Greater(t, got[1], handed)
+	assert.False(t, exists(t, rc, k.queue), "the queue is empty")
+}

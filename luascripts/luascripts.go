@@ -78,7 +78,7 @@ var scripts = [numScripts]*loaded{
 	FairRelease:      load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_release.lua"),
 	WaiterHeartbeat:  load("time.lua", "wake.lua", "waiter_heartbeat.lua"),
 	RWReadAcquire:    load("time.lua", "fence.lua", "gone.lua", "rw.lua", "rw_read_acquire.lua"),
-	RWWriteAcquire:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "rw_write_acquire.lua"),
+	RWWriteAcquire:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_write_acquire.lua"),
 	RWReenter:        load("time.lua", "rw.lua", "owner.lua", "rw_reenter.lua"),
 	RWRenew:          load("time.lua", "rw.lua", "owner.lua", "rw_renew.lua"),
 	RWRelease:        load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),

@@ -7,11 +7,25 @@
 -- at its own deadline while live readers keep renewing theirs. The hash's
 -- TTL is the latest deadline of any holder.
 
--- Reports whether a lock of another kind (not a read-write hash) holds the
--- name: the kinds share the lock key and exclude each other.
-local function foreign(lock)
-  local kind = redis.call('type', lock).ok
-  return kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', lock, 'mode') == 0)
+-- Returns the state of the lock at key: its mode, "read" or "write", when
+-- a read-write lock holds it, "free" when nothing does, and "foreign" when
+-- a lock of another kind holds the name (the kinds share the lock key and
+-- exclude each other). One HGET for a read-write lock; for the others, a
+-- PTTL too, whose reply comes second (-2 when free; nil when the key is
+-- not a hash, not asked).
+local function lock_state(key)
+  local mode = redis.pcall('hget', key, 'mode')
+  if type(mode) == 'string' then
+    return mode
+  end
+  if type(mode) == 'table' then
+    return 'foreign' -- WRONGTYPE: a string key, a plain mutex
+  end
+  local pttl = redis.call('pttl', key)
+  if pttl == -2 then
+    return 'free', pttl
+  end
+  return 'foreign', pttl -- a hash without a mode: reentrant or fair
 end
 
 -- Purges the waiting writers that stopped heart-beating (their deadline
@@ -40,20 +54,21 @@ local function writers_wait(waiters, queue)
   return nil
 end
 
--- Ends the holds of readers whose deadline has passed, and waiting writers
--- that stopped heart-beating; deletes the lock when no holder is left.
--- O(log n + expired).
-local function purge(lock, readers, waiters, queue, now)
+-- Ends the holds of the readers of the read-locked lock whose deadline has
+-- passed; deletes the lock when no holder is left, and reports whether it
+-- did. O(log n + expired).
+local function purge_readers(lock, readers, now)
   local ended = false
   for _, dead in ipairs(redis.call('zrangebyscore', readers, '-inf', now)) do
     redis.call('zrem', readers, dead)
     redis.call('hdel', lock, dead)
     ended = true
   end
-  purge_writers(waiters, queue)
   -- Only a hold ended here can leave the hash with its mode alone: every
   -- script that ends one deletes the lock when none is left.
-  if ended and redis.call('hlen', lock) == 1 and redis.call('hexists', lock, 'mode') == 1 then
+  if ended and redis.call('hlen', lock) == 1 then
     redis.call('del', lock)
+    return true
   end
+  return false
 end

@@ -21,40 +21,45 @@
 -- (downgrade).
 --
 -- A reader does not purge dead readers: they keep no reader out. Writer
--- attempts and releases purge them (rw.lua, purge).
+-- attempts purge them (rw.lua, purge_readers).
 --
--- Returns {1, token} when acquired, {0, wait} when not: the lock's pttl,
--- or, when it is free but writers wait, the last one's remaining deadline.
+-- Returns {1, token} when acquired, {0, wait} when not: when writers wait,
+-- the last one's remaining deadline, else the lock's pttl.
 -- Returns {0, -1} for an owner recorded as gone, and takes nothing: its
 -- caller gave up before this attempt landed. (An attempt that is refused
 -- changes nothing, gone or not: only one that would be admitted asks.)
--- The mode, and a lock of another kind (see rw.lua, foreign) in one
--- command when the lock is a read-write lock or free.
-local mode = redis.pcall('hget', KEYS[1], 'mode')
-if type(mode) == 'table' or (not mode and redis.call('exists', KEYS[1]) == 1) then
-  return {0, redis.call('pttl', KEYS[1])}
+local state, pttl = lock_state(KEYS[1])
+if state == 'foreign' then
+  return {0, pttl or redis.call('pttl', KEYS[1])}
 end
 
-local admit, writers
-if mode == 'write' then
+-- others: how many of the waiting writers' and the gone owners' keys
+-- there are. Neither, the common case, costs one EXISTS for both
+-- questions: does a live writer wait, and is this owner gone.
+local admit, writers, others
+if state == 'write' then
   admit = ARGV[7] ~= '' and redis.call('hexists', KEYS[1], ARGV[7]) == 1
 else
-  writers = writers_wait(KEYS[4], KEYS[3])
+  others = redis.call('exists', KEYS[4], KEYS[6])
+  if others > 0 then
+    writers = writers_wait(KEYS[4], KEYS[3])
+  end
   admit = not writers
 end
 if not admit then
-  if mode then
-    return {0, redis.call('pttl', KEYS[1])}
+  if writers then
+    -- Writers wait and take the lock first; the release of the last of
+    -- them wakes the readers. Look again by the last one's deadline in
+    -- case they all died (heartbeats also purge the dead and wake the
+    -- readers).
+    return {0, writers - server_ms()}
   end
-  -- Free, but writers wait and will take it: look again by the last one's
-  -- deadline in case they all died (heartbeats also purge the dead and
-  -- wake the readers).
-  return {0, writers - server_ms()}
+  return {0, redis.call('pttl', KEYS[1])}
 end
-if is_gone(KEYS[6], ARGV[1]) then
+if others ~= 0 and is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
-if mode then
+if state ~= 'free' then
   redis.call('hset', KEYS[1], ARGV[1], 1)
   -- A held lock has an expiry: every script that makes one gives it one.
   redis.call('pexpire', KEYS[1], ARGV[2], 'GT')
@@ -63,7 +68,7 @@ else
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
 redis.call('zadd', KEYS[5], server_ms() + tonumber(ARGV[2]), ARGV[1])
-if mode == 'read' then
+if state == 'read' then
   -- Read-locked, the lock has readers, whose deadlines' key has an expiry.
   redis.call('pexpire', KEYS[5], ARGV[2], 'GT')
 else

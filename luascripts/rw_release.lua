@@ -1,14 +1,14 @@
 -- rw_release: end one hold of a read-write lock's owner, and wake waiters
 -- when the lock changes hands. For an owner that does not hold the lock,
 -- withdraw it as a waiting writer instead (a writer giving up). Runs after
--- time.lua, gone.lua, queue.lua, rw.lua and owner.lua.
+-- time.lua, fence.lua, gone.lua, wake.lua, queue.lua, rw.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  waiting writers in arrival order (list; see queue.lua)
 -- KEYS[3]  waiting writers' deadlines (zset)
 -- KEYS[4]  readers' deadlines (zset)
 -- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
--- KEYS[6]  unused (the fence counter)
+-- KEYS[6]  the fence counter (the token of a handed-on grant)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -19,9 +19,10 @@
 --          way, is refused when it lands (and does not register it again
 --          as a waiting writer)
 --
--- Releasing the last holder wakes the first waiting writer by name, if one
--- waits (no reader may enter before it), else every waiter ("" payload:
--- the readers may all enter).
+-- Releasing the last holder hands the lock to the first waiting writer, if
+-- one waits, and wakes it by name with the grant's token (queue.lua,
+-- hand_on: no reader may enter before it), else wakes every waiter (""
+-- payload: the readers may all enter).
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
@@ -41,11 +42,18 @@ if ended == 'kept' then
 end
 local reader = redis.call('zrem', KEYS[4], ARGV[1]) == 1
 if redis.call('hlen', KEYS[1]) <= 1 then
-  redis.call('del', KEYS[1])
-  -- The first waiting writer goes next, and no reader may enter before
-  -- it: wake it alone. With no writer waiting, wake every waiter: the
-  -- readers may all enter.
-  wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2], '')
+  -- No holder is left (the mode alone, or nothing). The first waiting
+  -- writer takes the lock now, and no reader may enter before it (direct
+  -- handoff: queue.lua, hand_on; the mode is overwritten). With no writer
+  -- waiting, wake every waiter: the readers may all enter.
+  local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
+    redis.call('hset', KEYS[1], 'mode', 'write', owner, 1)
+    redis.call('pexpire', KEYS[1], ms)
+  end)
+  if not granted then
+    redis.call('del', KEYS[1])
+    redis.call(ARGV[3], ARGV[2], '')
+  end
   return 1
 end
 if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then

@@ -13,9 +13,10 @@
 if not holds(KEYS[1], ARGV[1]) then
   return 0
 end
-if redis.call('zscore', KEYS[2], ARGV[1]) then
+local deadline = redis.call('zscore', KEYS[2], ARGV[1])
+if deadline then
   local now = server_ms()
-  if tonumber(redis.call('zscore', KEYS[2], ARGV[1])) <= now then
+  if tonumber(deadline) <= now then
     return 0 -- its deadline passed: another operation may purge it now
   end
   redis.call('zadd', KEYS[2], 'GT', now + tonumber(ARGV[2]), ARGV[1]) -- never earlier

@@ -1,7 +1,7 @@
 -- rw_write_acquire: take a read-write lock's write side for a new owner if
 -- nobody holds the lock and no writer waits ahead of the owner; otherwise
 -- queue the owner as a waiting writer (Lock) or not (TryLock). Runs after
--- time.lua, fence.lua, gone.lua, queue.lua and rw.lua.
+-- time.lua, fence.lua, gone.lua, wake.lua, queue.lua, rw.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter
@@ -35,13 +35,21 @@
 if is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
-if foreign(KEYS[1]) then
-  return {0, redis.call('pttl', KEYS[1])}
+local state, wait = lock_state(KEYS[1])
+if state == 'foreign' then
+  return {0, wait or redis.call('pttl', KEYS[1])}
+end
+if state == 'write' and holds(KEYS[1], ARGV[1]) then
+  -- A release handed the lock to this owner, a waiting writer (an owner
+  -- id is new to each Lock: a re-entry does not come here).
+  return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
 local now = server_ms()
-purge(KEYS[1], KEYS[5], KEYS[4], KEYS[3], now)
-
-local free = redis.call('exists', KEYS[1]) == 0
+-- Dead readers keep writers out only while the lock is read-locked; a
+-- write-locked lock's readers (its writer's chain's) wait for its release.
+local free = state == 'free' or (state == 'read' and purge_readers(KEYS[1], KEYS[5], now))
+-- Dead writers ahead of this one are purged as they come first
+-- (queue_head); heartbeats purge the rest.
 local head, deadline = queue_head(KEYS[3], KEYS[4])
 if free and (not head or head == ARGV[1]) then
   if head then
@@ -61,7 +69,7 @@ if free then
   wake_owner(ARGV[6], ARGV[5], head)
   return {0, deadline - server_ms()}
 end
-local wait = redis.call('pttl', KEYS[1])
+wait = redis.call('pttl', KEYS[1])
 local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
 if first[2] then
   wait = math.min(wait, tonumber(first[2]) - now)

@@ -109,9 +109,10 @@ func TestDeadStarvingWaiterIsPurged(t *testing.T) {
 	assert.False(t, queued, "purged")
 }
 
-// A read-write lock's waiting writers take it in arrival order: a later
-// writer finding it free wakes the first instead, whose grant wakes the
-// next; a writer giving up while first hands the turn on.
+// A read-write lock's waiting writers take it in arrival order: each
+// release hands it to the first of them (hand_on), waking it alone, by
+// name; no later writer, TryLock or reader overtakes it; a writer granted
+// the lock that gives up hands it on to the next.
 func TestWaitingWritersGoInOrder(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	k := keysFor(t, rc)
@@ -123,20 +124,22 @@ func TestWaitingWritersGoInOrder(t *testing.T) {
 		require.Equal(t, int64(0), k.attempt(t, rc, w, o, "1")[0])
 	}
 	assert.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "h", 1, 0))
-	assert.Equal(t, "a", next(t, payloads), "the writer's release wakes the first waiting writer alone: no reader may enter before it")
+	assert.Equal(t, "a", woken(t, payloads), "the writer's release hands the lock to the first waiting writer: no reader may enter before it")
 
-	got := k.attempt(t, rc, w, "b", "1")
-	assert.Equal(t, int64(0), got[0], "b does not overtake a")
-	assert.Equal(t, "a", next(t, payloads), "and wakes it")
+	assert.Equal(t, int64(0), k.attempt(t, rc, w, "b", "1")[0], "b does not overtake a")
 	assert.Equal(t, int64(0), k.attempt(t, rc, w, "late", "0")[0], "nor does a TryLock")
-	assert.Equal(t, "a", next(t, payloads))
-	require.Equal(t, int64(1), k.attempt(t, rc, w, "a", "1")[0])
-	assert.Equal(t, "b", next(t, payloads), "a's grant wakes b, first now")
+	assert.Equal(t, int64(0), k.attempt(t, rc, luascripts.RWReadAcquire, "r", "0")[0], "nor a reader")
+	require.Equal(t, int64(1), k.attempt(t, rc, w, "a", "1")[0], "a takes its grant up")
 
 	assert.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "a", 1, 0))
-	assert.Equal(t, "b", next(t, payloads))
-	assert.Equal(t, int64(0), k.release(t, rc, luascripts.RWRelease, "b", 0, 0), "b gives up")
-	assert.Equal(t, "c", next(t, payloads), "the lock free, c is first now")
+	assert.Equal(t, "b", woken(t, payloads))
+	assert.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "b", 0, 0), "b, granted the lock, gives up")
+	assert.Equal(t, "c", woken(t, payloads), "and the lock goes to c")
 	require.Equal(t, int64(1), k.attempt(t, rc, w, "c", "1")[0])
 	assert.False(t, exists(t, rc, k.queue))
+	select {
+	case p := <-payloads:
+		t.Errorf("unexpected wake-up %q", p)
+	default:
+	}
 }

@@ -12,9 +12,13 @@
 // would wait for itself).
 //
 // Waiting writers queue and take the lock in arrival order, so no writer
-// starves behind later writers either. Releasing the last reader wakes the
-// waiting writers; releasing the writer wakes every waiter, and the first
-// queued writer, if any, takes the lock. Readers do not queue: while
+// starves behind later writers either. The release that leaves the lock
+// without holders — the last reader's, or the writer's — hands it to the
+// first queued writer in the same script and wakes that writer alone, with
+// the grant's fencing token (a direct handoff, as the fair lock's: its
+// Lock returns on that message, and a granted writer that died holds the
+// lock no longer than its waiter timeout); with no writer queued, it wakes
+// every waiter and the readers enter. Readers do not queue: while
 // writers wait, new readers wait for all of them (writer preference), so
 // under a steady stream of writers readers wait; give writers pauses.
 //

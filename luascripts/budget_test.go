@@ -1,0 +1,114 @@
+package luascripts_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
+)
+
+// commandsRun runs step and returns how many Redis commands the server ran
+// for it, by name (a script's EVALSHA and each command it ran), from INFO
+// commandstats: the server must run nothing else meanwhile.
+func commandsRun(t *testing.T, rc rueidis.Client, step func()) map[string]int64 {
+	t.Helper()
+	before := commandStats(t, rc)
+	step()
+	after := commandStats(t, rc)
+	ran := map[string]int64{}
+	for name, n := range after {
+		if d := n - before[name]; d > 0 && name != "info" {
+			ran[name] = d
+		}
+	}
+	return ran
+}
+
+// commandStats returns the calls of each command INFO commandstats lists.
+func commandStats(t *testing.T, rc rueidis.Client) map[string]int64 {
+	t.Helper()
+	info, err := rc.Do(context.Background(), rc.B().Info().Section("commandstats").Build()).ToString()
+	require.NoError(t, err)
+	stats := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		require.NoError(t, err, line)
+		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return stats
+}
+
+// describe is a count of commands as "12: evalsha 1, get 2, …".
+func describe(ran map[string]int64) (int64, string) {
+	var total int64
+	names := make([]string, 0, len(ran))
+	for name, n := range ran {
+		total += n
+		names = append(names, fmt.Sprintf("%s %d", name, n))
+	}
+	sort.Strings(names)
+	return total, strings.Join(names, ", ")
+}
+
+// The hot paths' cost in Redis commands, the EVALSHA included (issue 14:
+// a hot lock's handoffs are bound by the commands Redis runs for them).
+// Each budget is what the path costs today: a change that makes one cost
+// more fails here, and must say why or find the command back.
+func TestCommandBudget(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	for _, s := range []luascripts.Script{luascripts.MutexAcquire, luascripts.MutexRelease, luascripts.RWReadAcquire, luascripts.RWWriteAcquire, luascripts.RWRelease} {
+		// Loaded before counting: a first call's NOSCRIPT and EVAL are not
+		// the path's cost.
+		_ = s.Exec(context.Background(), rc, []string{"warm:{x}", "warm:{x}:fence", "warm:{x}:queue", "warm:{x}:waiters", "warm:{x}:readers", "warm:{x}:gone"},
+			[]string{"o", "1", "0", "1", "warm:{x}:wake", "publish", "", "0"}).Error()
+	}
+	budget := func(path string, want int64, step func()) {
+		t.Helper()
+		total, ran := describe(commandsRun(t, rc, step))
+		if total > want {
+			t.Errorf("%s: %d Redis commands (%s), budget %d", path, total, ran, want)
+		} else {
+			t.Logf("%s: %d Redis commands (%s)", path, total, ran)
+		}
+	}
+	mutex := func(owner, flag string) []int64 { return k.attempt(t, rc, luascripts.MutexAcquire, owner, flag) }
+
+	// The uncontended mutex: EXISTS (queue and gone), SET NX, TIME, SET GET
+	// (the fence); GET (holder), LINDEX (queue), DEL, PUBLISH.
+	budget("mutex acquire, free", 5, func() { require.Equal(t, int64(1), mutex("h", "1")[0]) })
+	budget("mutex release, nobody queued", 5, func() { require.Equal(t, int64(1), k.release(t, rc, luascripts.MutexRelease, "h", 1, 0)) })
+
+	// A hot mutex: h holds it, a is queued; the attempt of b, which joins
+	// the queue behind a, and the release that hands the lock to a.
+	require.Equal(t, int64(1), mutex("h", "1")[0])
+	require.Equal(t, int64(0), mutex("a", "1")[0])
+	budget("mutex attempt, queued behind a waiter", 11, func() { require.Equal(t, int64(0), mutex("b", "2")[0]) })
+	budget("mutex release, handing on to a waiter", 10, func() { require.Equal(t, int64(1), k.release(t, rc, luascripts.MutexRelease, "h", 1, 0)) })
+
+	// A read-locked read-write lock, nobody waiting: a reader's attempt
+	// and release.
+	rw := keysFor(t, rc, "rw")
+	read := func(owner string) []int64 { return rw.attempt(t, rc, luascripts.RWReadAcquire, owner, "0") }
+	require.Equal(t, int64(1), read("r1")[0])
+	budget("read acquire, read-locked", 9, func() { require.Equal(t, int64(1), read("r2")[0]) })
+	budget("read release, other readers left", 4, func() { require.Equal(t, int64(1), rw.release(t, rc, luascripts.RWRelease, "r2", 1, 0)) })
+	// A writer waits: a reader is refused, and the last reader's release
+	// hands the lock to the writer.
+	require.Equal(t, int64(0), rw.attempt(t, rc, luascripts.RWWriteAcquire, "w", "1")[0])
+	budget("read attempt, a writer waits", 5, func() { require.Equal(t, int64(0), read("r3")[0]) })
+	budget("read release, handing on to a writer", 13, func() { require.Equal(t, int64(1), rw.release(t, rc, luascripts.RWRelease, "r1", 1, 0)) })
+}
