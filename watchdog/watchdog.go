@@ -426,8 +426,17 @@ func (w *Watchdog) renew(batch []*Entry) {
 	}
 }
 
-// send runs the renewals of batch and returns each one's outcome: whether
-// the lease is held, or the error that left it unknown.
+// renewChunk is how many renewals share a round trip at most. Redis runs a
+// round trip's scripts back to back, and a Lock or Unlock sent on the same
+// pipelined connection meanwhile waits behind them: a larger batch (a
+// Client holding 100k leases has some 10k renewals due a second) goes as
+// several round trips, one after the other, so that other commands wait
+// behind one chunk at most, not the whole batch.
+const renewChunk = 512
+
+// send runs the renewals of batch, renewChunk per round trip, and returns
+// each one's outcome: whether the lease is held, or the error that left it
+// unknown.
 func (w *Watchdog) send(ctx context.Context, batch []*Entry) (held []bool, errs []error) {
 	held, errs = make([]bool, len(batch)), make([]error, len(batch))
 	if len(batch) == 1 && batch[0].own != nil {
@@ -438,9 +447,12 @@ func (w *Watchdog) send(ctx context.Context, batch []*Entry) (held []bool, errs 
 	for i, e := range batch {
 		calls[i] = e.call
 	}
-	for i, r := range luascripts.ExecMulti(ctx, w.rc, calls...) {
-		n, err := r.AsInt64()
-		held[i], errs[i] = n == 1, err
+	for start := 0; start < len(calls); start += renewChunk {
+		chunk := calls[start:min(start+renewChunk, len(calls))]
+		for i, r := range luascripts.ExecMulti(ctx, w.rc, chunk...) {
+			n, err := r.AsInt64()
+			held[start+i], errs[start+i] = n == 1, err
+		}
 	}
 	return held, errs
 }

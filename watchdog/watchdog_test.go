@@ -149,6 +149,7 @@ func (l *losses) wait(t *testing.T) (error, time.Time) {
 type tracker struct {
 	rueidis.Client
 	sent, done, failed atomic.Int64
+	largest            atomic.Int64 // the most commands in one round trip
 
 	mu   sync.Mutex
 	last time.Time // when the latest round trip started
@@ -159,6 +160,11 @@ func (c *tracker) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []ruei
 	c.last = time.Now()
 	c.mu.Unlock()
 	c.sent.Add(1)
+	for n := int64(len(cmds)); ; {
+		if m := c.largest.Load(); n <= m || c.largest.CompareAndSwap(m, n) {
+			break
+		}
+	}
 	res := c.Client.DoMulti(ctx, cmds...)
 	for _, r := range res {
 		if r.Error() != nil {
@@ -281,6 +287,49 @@ func TestRenewalsAreBatched(t *testing.T) {
 	for i, k := range keys {
 		v, pttl := state(t, admin, k)
 		assert.Equal(t, owner, v, "lock %d is not held after %v", i, elapsed)
+		assert.Positive(t, pttl, "lock %d has no expiry left", i)
+	}
+	assert.Zero(t, l.count(), "a renewed lease was reported lost")
+}
+
+// A batch of renewals larger than a round trip's share goes as several
+// round trips, so that a Lock sent on the same connection meanwhile waits
+// behind one of them, not behind the whole batch (100k leases held: 10k
+// renewals due a second). Every lease is still renewed.
+func TestRenewalBatchesAreChunked(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	entries := 2*watchdog.RenewChunk + 100
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	rc := &tracker{Client: srv.Client(t)}
+	w := newWatchdog(t, rc)
+
+	keys := make([]string, entries)
+	cmds := make(rueidis.Commands, entries)
+	for i := range keys {
+		keys[i] = keyOf(t, fmt.Sprintf(":%d", i))
+		cmds[i] = admin.B().Set().Key(keys[i]).Value(owner).PxMilliseconds(lease.Milliseconds()).Build()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	confirmed := time.Now()
+	for _, r := range admin.DoMulti(ctx, cmds...) {
+		require.NoError(t, r.Error())
+	}
+	l := newLosses()
+	entry := make([]*watchdog.Entry, entries)
+	for i, k := range keys {
+		entry[i] = lockEntry(k, owner, lease, true, confirmed, l.lost)
+		require.True(t, w.Add(entry[i]))
+	}
+	for i := range entry {
+		renewedAfter(t, entry[i], lease, confirmed)
+	}
+	assert.LessOrEqual(t, rc.largest.Load(), int64(watchdog.RenewChunk), "a round trip carried more renewals than a chunk")
+	assert.GreaterOrEqual(t, rc.sent.Load(), int64(3), "%d renewals due together in fewer than three round trips", entries)
+	for i, k := range keys {
+		v, pttl := state(t, admin, k)
+		assert.Equal(t, owner, v, "lock %d is not held", i)
 		assert.Positive(t, pttl, "lock %d has no expiry left", i)
 	}
 	assert.Zero(t, l.count(), "a renewed lease was reported lost")
