@@ -40,6 +40,22 @@ func (k lockKeys) pttl(t *testing.T, rc rueidis.Client) int64 {
 	return n
 }
 
+// handedTo checks the next wake-up on payloads: a hand-over to owner
+// ("owner token") whose token is above after, the grant lasting no longer
+// than the waiter's deadline (k.attempt's waiter timeout, 5000 ms). It
+// returns the token.
+func (k lockKeys) handedTo(t *testing.T, rc rueidis.Client, payloads <-chan string, owner string, after int64) int64 {
+	t.Helper()
+	got, tok, _ := strings.Cut(next(t, payloads), " ")
+	assert.Equal(t, owner, got, "the hand-over wakes its waiter by name")
+	handed, err := strconv.ParseInt(tok, 10, 64)
+	require.NoError(t, err, "with the grant's token, in decimal: %q", tok)
+	assert.Greater(t, handed, after)
+	ttl := k.pttl(t, rc)
+	assert.True(t, ttl > 0 && ttl <= 5000, "until the waiter's deadline: pttl %d ms", ttl)
+	return handed
+}
+
 // A release that leaves waiters queued hands the lock to the first of them
 // in the same script (issue 14: direct handoff) and wakes it with the
 // grant's token ("owner token"), and nobody else. An attempt of the granted
@@ -72,13 +88,7 @@ func TestReleaseHandsOnToTheFirstWaiter(t *testing.T) {
 
 			require.Equal(t, int64(1), k.release(t, rc, kd.release, "h", 1, 0))
 			assert.Equal(t, "a", k.holder(t, rc), "the release grants the first waiter")
-			owner, tok, _ := strings.Cut(next(t, payloads), " ")
-			assert.Equal(t, "a", owner, "and wakes it by name")
-			handed, err := strconv.ParseInt(tok, 10, 64)
-			require.NoError(t, err, "with the grant's token, in decimal: %q", tok)
-			assert.Greater(t, handed, h[1])
-			ttl := k.pttl(t, rc)
-			assert.True(t, ttl > 0 && ttl <= 5000, "until the waiter's deadline: pttl %d ms", ttl)
+			handed := k.handedTo(t, rc, payloads, "a", h[1])
 			n := k.attempt(t, rc, kd.acquire, "n", "2")
 			assert.Equal(t, int64(0), n[0], "a newcomer finds the lock held")
 
@@ -142,13 +152,7 @@ func TestRWReleaseHandsOnToTheFirstWriter(t *testing.T) {
 	mode, owners := k.rwHolders(t, rc)
 	assert.Equal(t, "write", mode)
 	assert.Equal(t, []string{"a"}, owners, "the release grants the first writer")
-	owner, tok, _ := strings.Cut(next(t, payloads), " ")
-	assert.Equal(t, "a", owner, "and wakes it by name")
-	handed, err := strconv.ParseInt(tok, 10, 64)
-	require.NoError(t, err, "with the grant's token, in decimal: %q", tok)
-	assert.Greater(t, handed, r[1])
-	ttl := k.pttl(t, rc)
-	assert.True(t, ttl > 0 && ttl <= 5000, "until the writer's deadline: pttl %d ms", ttl)
+	handed := k.handedTo(t, rc, payloads, "a", r[1])
 	assert.Equal(t, int64(0), read("n")[0], "a reader stays out")
 
 	a := write("a")
@@ -162,8 +166,7 @@ func TestRWReleaseHandsOnToTheFirstWriter(t *testing.T) {
 	require.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "a", 1, 0))
 	_, owners = k.rwHolders(t, rc)
 	assert.Equal(t, []string{"b"}, owners)
-	owner, _, _ = strings.Cut(next(t, payloads), " ")
-	assert.Equal(t, "b", owner)
+	k.handedTo(t, rc, payloads, "b", a[1])
 	require.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "b", 0, 0))
 	assert.False(t, exists(t, rc, k.lock), "no holder left")
 	assert.Equal(t, "", next(t, payloads), "everyone is woken")

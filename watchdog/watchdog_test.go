@@ -243,18 +243,12 @@ func TestRenewalKeepsLease(t *testing.T) {
 	assert.Zero(t, l.count(), "a renewed lease was reported lost")
 }
 
-func TestRenewalsAreBatched(t *testing.T) {
-	const (
-		lease   = 300 * time.Millisecond
-		entries = 50
-	)
-	srv := redistest.Shared(t)
-	admin := srv.Client(t)
-	rc := roundtrip.New(srv.Client(t))
-	w := newWatchdog(t, rc)
-
-	keys := make([]string, entries)
-	cmds := make(rueidis.Commands, entries)
+// grabMany takes n locks of the test for owner, for lease, in one round
+// trip, and returns their keys and when they were confirmed.
+func grabMany(t *testing.T, admin rueidis.Client, n int, lease time.Duration) ([]string, time.Time) {
+	t.Helper()
+	keys := make([]string, n)
+	cmds := make(rueidis.Commands, n)
 	for i := range keys {
 		keys[i] = keyOf(t, fmt.Sprintf(":%d", i))
 		cmds[i] = admin.B().Set().Key(keys[i]).Value(owner).PxMilliseconds(lease.Milliseconds()).Build()
@@ -265,6 +259,31 @@ func TestRenewalsAreBatched(t *testing.T) {
 	for _, r := range admin.DoMulti(ctx, cmds...) {
 		require.NoError(t, r.Error())
 	}
+	return keys, confirmed
+}
+
+// allHeld checks that owner still holds every lock of keys, with an
+// expiry left.
+func allHeld(t *testing.T, admin rueidis.Client, keys []string) {
+	t.Helper()
+	for i, k := range keys {
+		v, pttl := state(t, admin, k)
+		assert.Equal(t, owner, v, "lock %d is not held", i)
+		assert.Positive(t, pttl, "lock %d has no expiry left", i)
+	}
+}
+
+func TestRenewalsAreBatched(t *testing.T) {
+	const (
+		lease   = 300 * time.Millisecond
+		entries = 50
+	)
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	rc := roundtrip.New(srv.Client(t))
+	w := newWatchdog(t, rc)
+
+	keys, confirmed := grabMany(t, admin, entries, lease)
 	l := newLosses()
 	rc.Reset()
 	for _, k := range keys {
@@ -284,11 +303,7 @@ func TestRenewalsAreBatched(t *testing.T) {
 	assert.LessOrEqual(t, rounds, cycles+3, "renewals due together were not sent in one round trip per cycle")
 	assert.Positive(t, rounds)
 
-	for i, k := range keys {
-		v, pttl := state(t, admin, k)
-		assert.Equal(t, owner, v, "lock %d is not held after %v", i, elapsed)
-		assert.Positive(t, pttl, "lock %d has no expiry left", i)
-	}
+	allHeld(t, admin, keys)
 	assert.Zero(t, l.count(), "a renewed lease was reported lost")
 }
 
@@ -304,18 +319,7 @@ func TestRenewalBatchesAreChunked(t *testing.T) {
 	rc := &tracker{Client: srv.Client(t)}
 	w := newWatchdog(t, rc)
 
-	keys := make([]string, entries)
-	cmds := make(rueidis.Commands, entries)
-	for i := range keys {
-		keys[i] = keyOf(t, fmt.Sprintf(":%d", i))
-		cmds[i] = admin.B().Set().Key(keys[i]).Value(owner).PxMilliseconds(lease.Milliseconds()).Build()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	confirmed := time.Now()
-	for _, r := range admin.DoMulti(ctx, cmds...) {
-		require.NoError(t, r.Error())
-	}
+	keys, confirmed := grabMany(t, admin, entries, lease)
 	l := newLosses()
 	entry := make([]*watchdog.Entry, entries)
 	for i, k := range keys {
@@ -327,11 +331,7 @@ func TestRenewalBatchesAreChunked(t *testing.T) {
 	}
 	assert.LessOrEqual(t, rc.largest.Load(), int64(watchdog.RenewChunk), "a round trip carried more renewals than a chunk")
 	assert.GreaterOrEqual(t, rc.sent.Load(), int64(3), "%d renewals due together in fewer than three round trips", entries)
-	for i, k := range keys {
-		v, pttl := state(t, admin, k)
-		assert.Equal(t, owner, v, "lock %d is not held", i)
-		assert.Positive(t, pttl, "lock %d has no expiry left", i)
-	}
+	allHeld(t, admin, keys)
 	assert.Zero(t, l.count(), "a renewed lease was reported lost")
 }
 
