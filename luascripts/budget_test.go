@@ -51,7 +51,7 @@ func commandStats(t *testing.T, rc rueidis.Client) map[string]int64 {
 	return stats
 }
 
-// describe is a count of commands as "12: evalsha 1, get 2, …".
+// describe returns the total of ran and its commands as "evalsha 1, get 2, …".
 func describe(ran map[string]int64) (int64, string) {
 	var total int64
 	names := make([]string, 0, len(ran))
@@ -70,12 +70,14 @@ func describe(ran map[string]int64) (int64, string) {
 func TestCommandBudget(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	k := keysFor(t, rc)
-	for _, s := range []luascripts.Script{luascripts.MutexAcquire, luascripts.MutexRelease, luascripts.RWReadAcquire, luascripts.RWWriteAcquire, luascripts.RWRelease} {
-		// Loaded before counting: a first call's NOSCRIPT and EVAL are not
-		// the path's cost.
-		_ = s.Exec(context.Background(), rc, []string{"warm:{x}", "warm:{x}:fence", "warm:{x}:queue", "warm:{x}:waiters", "warm:{x}:readers", "warm:{x}:gone"},
-			[]string{"o", "1", "0", "1", "warm:{x}:wake", "publish", "", "0"}).Error()
-	}
+	// Every script once, on locks of its own, before counting: a first
+	// call's NOSCRIPT and EVAL are not the path's cost.
+	warm, warmRW := keysFor(t, rc, "warm"), keysFor(t, rc, "warm-rw")
+	require.Equal(t, int64(1), warm.attempt(t, rc, luascripts.MutexAcquire, "w", "0")[0])
+	require.Equal(t, int64(1), warm.release(t, rc, luascripts.MutexRelease, "w", 1, 0))
+	require.Equal(t, int64(1), warmRW.attempt(t, rc, luascripts.RWReadAcquire, "r", "0")[0])
+	require.Equal(t, int64(0), warmRW.attempt(t, rc, luascripts.RWWriteAcquire, "w", "0")[0])
+	require.Equal(t, int64(1), warmRW.release(t, rc, luascripts.RWRelease, "r", 1, 0))
 	budget := func(path string, want int64, step func()) {
 		t.Helper()
 		total, ran := describe(commandsRun(t, rc, step))
