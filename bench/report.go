@@ -60,9 +60,9 @@ func report(res *Results, plots []plotFile) string {
 	if heldLoop == "" { // results written before it had its own duration
 		heldLoop = res.Durations["lock_loop"]
 	}
-	w.row("durations", fmt.Sprintf("scenarios 1–3: %s per row; hot key (2 × 16 and 16 × 2): %s per row; waiters at scale: %s per row; watchdog comparison: %s held after %s idle; relock's watchdog at scale: %s held after %s idle, its Lock+Unlock %s before taking the leases and %s while holding them; whole run %s",
+	w.row("durations", fmt.Sprintf("scenarios 1–3: %s per row; hot key (2 × 16 and 16 × 2): %s per row; waiters at scale: %s per row; watchdog comparison: %s held after %s idle; relock's watchdog at scale: %s held after %s idle, its Lock+Unlock %s before taking the leases, %s while holding them and %s after releasing them; whole run %s",
 		res.Durations["uncontended"], res.Durations["hot_key"], orDash(res.Durations["waiters"]), res.Durations["watchdog_window"], res.Durations["watchdog_idle"],
-		orDash(res.Durations["watchdog_scale_window"]), res.Durations["watchdog_idle"], orDash(res.Durations["lock_loop"]), orDash(heldLoop), m.Elapsed))
+		orDash(res.Durations["watchdog_scale_window"]), res.Durations["watchdog_idle"], orDash(res.Durations["lock_loop"]), orDash(heldLoop), orDash(res.Durations["lock_loop"]), m.Elapsed))
 	w.text("")
 	w.text("Absolute figures drift between machines and runs; the ratios (relock ÷ peer, and figures over the PING round trip of scenario 1) are what to compare. Every library runs at its documented defaults; a *tuned* row uses the retry options the library offers. relock has no retry knobs: its waiters are woken by the release.")
 	w.text("")
@@ -774,8 +774,8 @@ func watchdogScaleSection(w *mdWriter, res *Results) {
 	} else if err == nil {
 		held += ", less than a renewal interval: it may run beside no renewal"
 	}
-	w.line("relock's mutex alone, in a process of its own holding each number of leases at relock's default lease, `relock.DefaultWatchdogTimeout` (%s, renewed every %s: no `WithWatchdogTimeout`), the setup issue 14's target 6 is about; the comparison above runs at %s leases so that the libraries compare, which at 100,000 leases would be 100,000 renewals a second. Window: %s. *Taking* is the wall time to take them all from %d goroutines; *heap per lease* is `HeapAlloc` after a GC, after taking them less before, ÷ leases. *Lock+Unlock/s* is one goroutine locking and unlocking one more key on the same client: for %s before taking the leases (*none held*), and after the window, while holding them, for %s. *Round trips per 100 due* divides the client's round trips per second above idle by the renewals due per second (leases ÷ the row's renewal interval, a third of its lease) ÷ 100.",
-		fmtDur(relock.DefaultWatchdogTimeout), fmtDur(interval), fmtDur(watchdogTimeout), window, keepConcurrency, orDash(res.Durations["lock_loop"]), held)
+	w.line("relock's mutex alone, in a process of its own holding each number of leases at relock's default lease, `relock.DefaultWatchdogTimeout` (%s, renewed every %s: no `WithWatchdogTimeout`), the setup issue 14's target 6 is about; the comparison above runs at %s leases so that the libraries compare, which at 100,000 leases would be 100,000 renewals a second. Window: %s. *Taking* is the wall time to take them all from %d goroutines; *heap per lease* is `HeapAlloc` after a GC, after taking them less before, ÷ leases. *Lock+Unlock/s* is one goroutine locking and unlocking one more key on the same client: for %s before taking the leases and again for %s after releasing them (*none held* is the mean of the two, which bracket the loop with the leases held in time, so that the machine's drift over the row weighs on both sides), and after the window, while holding them, for %s. *Round trips per 100 due* divides the client's round trips per second above idle by the renewals due per second (leases ÷ the row's renewal interval, a third of its lease) ÷ 100.",
+		fmtDur(relock.DefaultWatchdogTimeout), fmtDur(interval), fmtDur(watchdogTimeout), window, keepConcurrency, orDash(res.Durations["lock_loop"]), orDash(res.Durations["lock_loop"]), held)
 	w.text("")
 	w.text("| leases held | lease (renewed every) | lost | taking | heap per lease | Lock+Unlock/s, none held | with the leases held | held ÷ none | window | round trips/s above idle | renewals due/s | round trips per 100 due | Redis commands / lease / s | client CPU (idle) | Redis CPU (idle) |")
 	w.text("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -785,8 +785,13 @@ func watchdogScaleSection(w *mdWriter, res *Results) {
 			continue
 		}
 		ratio, per100, due := "–", "–", "–"
-		if k.LockUnlockIdle > 0 {
-			ratio = fmt.Sprintf("%.2f×", k.LockUnlockHeld/k.LockUnlockIdle)
+		none := "–"
+		if n := k.NoneHeld(); n > 0 {
+			ratio = fmt.Sprintf("%.2f×", k.LockUnlockHeld/n)
+			none = fmtRate(n)
+			if k.LockUnlockAfter > 0 {
+				none += fmt.Sprintf(" (%s before, %s after)", fmtRate(k.LockUnlockIdle), fmtRate(k.LockUnlockAfter))
+			}
 		}
 		if r, ok := tripsPer100Due(k); ok {
 			per100 = fmt.Sprintf("%.3f", r)
@@ -794,7 +799,7 @@ func watchdogScaleSection(w *mdWriter, res *Results) {
 		}
 		held := fmt.Sprintf("%s of %s", fmtRate(float64(k.Acquired)), fmtRate(float64(k.Leases)))
 		w.line("| %s | %s | %d | %s | %s B | %s | %s | %s | %s | %s | %s | %s | %.2f | %s (%s) | %s (%s) |", held, leaseCell(k), k.Lost, fmtSeconds(k.AcquireSec), fmtRate(k.HeapPerLease),
-			fmtRate(k.LockUnlockIdle), fmtRate(k.LockUnlockHeld), ratio, fmtSeconds(k.Held.Seconds), fmtRate(k.Held.RoundTripSec-k.Idle.RoundTripSec), due, per100,
+			none, fmtRate(k.LockUnlockHeld), ratio, fmtSeconds(k.Held.Seconds), fmtRate(k.Held.RoundTripSec-k.Idle.RoundTripSec), due, per100,
 			(k.Held.CommandsSec-k.Idle.CommandsSec)/float64(k.Acquired), fmtPct(k.Held.ClientCPU), fmtPct(k.Idle.ClientCPU), fmtPct(k.Held.RedisCPU), fmtPct(k.Idle.RedisCPU))
 	}
 	w.text("")

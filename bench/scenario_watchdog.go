@@ -101,9 +101,9 @@ func (r *runner) watchdogRow(ctx context.Context, lib *library, shape keepShape)
 			row = *res.Watchdog
 		}
 	}
-	r.logf("watchdog %-28s %d/%d held (lease %v, renewed every %v) in %.2fs, lost %d: %7.0f cmd/s %6.1f round trips/s, client CPU %5.1f%% (idle %4.1f%%), Redis CPU %5.1f%%, %.0f B/lease, Lock+Unlock %.0f/s (none held %.0f/s) %s",
+	r.logf("watchdog %-28s %d/%d held (lease %v, renewed every %v) in %.2fs, lost %d: %7.0f cmd/s %6.1f round trips/s, client CPU %5.1f%% (idle %4.1f%%), Redis CPU %5.1f%%, %.0f B/lease, Lock+Unlock %.0f/s (none held %.0f/s: %.0f before, %.0f after) %s",
 		lib.ID, row.Acquired, row.Leases, row.Lease, row.RenewEvery, row.AcquireSec, row.Lost, row.Held.CommandsSec, row.Held.RoundTripSec, 100*row.Held.ClientCPU, 100*row.Idle.ClientCPU, 100*row.Held.RedisCPU,
-		row.HeapPerLease, row.LockUnlockHeld, row.LockUnlockIdle, row.Err)
+		row.HeapPerLease, row.LockUnlockHeld, row.NoneHeld(), row.LockUnlockIdle, row.LockUnlockAfter, row.Err)
 	return row
 }
 
@@ -201,6 +201,9 @@ func watchdogChild(ctx context.Context, s childSpec) (*WatchdogRow, error) {
 			_ = releases[i]()
 		}
 	})
+	if row.LockUnlockAfter, err = lockLoop(ctx, k, hot, s.Loop); err != nil {
+		return nil, err
+	}
 	return row, nil
 }
 

@@ -208,9 +208,14 @@ func evaluate(res *Results) []Target {
 	}
 	t = target(6, "watchdog", "relock", fmt.Sprintf("Lock+Unlock/s with %s leases held%s vs with none", n, lease), "Lock+Unlock/s with "+n+" held ÷ with none",
 		fmt.Sprintf("≥ %.1f×", targetHeldVsNone))
-	if big != nil && big.LockUnlockIdle > 0 && big.Acquired > 0 {
-		r := big.LockUnlockHeld / big.LockUnlockIdle
-		t.set(r, r >= targetHeldVsNone, times(r), "%.2f× (%s vs %s per s)", r, fmtRate(big.LockUnlockHeld), fmtRate(big.LockUnlockIdle))
+	if big != nil && big.NoneHeld() > 0 && big.Acquired > 0 {
+		none := big.NoneHeld()
+		r := big.LockUnlockHeld / none
+		bracket := ""
+		if big.LockUnlockAfter > 0 {
+			bracket = fmt.Sprintf(", the mean of %s before taking the leases and %s after releasing them", fmtRate(big.LockUnlockIdle), fmtRate(big.LockUnlockAfter))
+		}
+		t.set(r, r >= targetHeldVsNone, times(r), "%.2f× (%s vs %s per s%s)", r, fmtRate(big.LockUnlockHeld), fmtRate(none), bracket)
 	}
 	ts = append(ts, t)
 	t = target(6, "watchdog", "relock", fmt.Sprintf("taking %s leases%s (%d goroutines; heap per held lease reported)", n, lease, keepConcurrency), "taking "+n+" leases",
