@@ -105,7 +105,10 @@ func BenchmarkLockUnlockHeld(b *testing.B) {
 // BenchmarkLockUnlock runs Lock+Unlock of one key by one goroutine, with a
 // Lock ctx that has a deadline (as a caller's usually has), beside the
 // mutex's two scripts alone on the same kind of client ("scripts"): the
-// engine's own cost is the difference. Besides allocs/op it reports
+// engine's own cost is the difference. "floor" is two EVALSHA of a script
+// that only returns, the least any Lock+Unlock of two scripts costs on
+// that client (issue 14's DisableAutoPipelining target is below it on a
+// 2-core machine: see the README's Performance). Besides allocs/op it reports
 // goroutine runs per operation ("runs/op": scheduling events from
 // runtime/metrics, the process's background goroutines included), the
 // issue 14 measure of goroutine wake-ups:
@@ -133,8 +136,21 @@ func BenchmarkLockUnlock(b *testing.B) {
 				return release.Exec(ctx, rc).Error()
 			})
 		})
+		b.Run(tc.name+"/floor", func(b *testing.B) {
+			rc := benchClient(b, srv.Addr(), tc.opt)
+			lockUnlockLoop(b, func(ctx context.Context) error {
+				if err := returnOnly.Exec(ctx, rc, nil, nil).Error(); err != nil {
+					return err
+				}
+				return returnOnly.Exec(ctx, rc, nil, nil).Error()
+			})
+		})
 	}
 }
+
+// returnOnly is a script that does nothing: two of it are the floor of a
+// Lock+Unlock made of two scripts.
+var returnOnly = rueidis.NewLuaScript("return 1")
 
 // lockUnlockLoop times op, each call under a ctx with a deadline, and
 // reports runs/op (see BenchmarkLockUnlock).

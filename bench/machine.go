@@ -56,15 +56,16 @@ func cpuModel() string {
 }
 
 // relockRevision returns the git commit of the relock tree this benchmark
-// builds against (the parent directory), marked when the tree has local
-// changes, or "" when git cannot tell.
+// builds against (the parent directory), marked when what it builds — Go
+// sources, scripts, module files — has local changes, or "" when git
+// cannot tell. A previous run's output (results/) is no local change.
 func relockRevision() string {
 	out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return ""
 	}
 	rev := strings.TrimSpace(string(out))
-	status, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no").Output()
+	status, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no", "--", "*.go", "*.lua", "go.mod", "go.sum").Output()
 	if err == nil && len(strings.TrimSpace(string(status))) > 0 {
 		rev += " with local changes"
 	}
