@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -105,10 +106,7 @@ func BenchmarkLockUnlockHeld(b *testing.B) {
 // BenchmarkLockUnlock runs Lock+Unlock of one key by one goroutine, with a
 // Lock ctx that has a deadline (as a caller's usually has), beside the
 // mutex's two scripts alone on the same kind of client ("scripts"): the
-// engine's own cost is the difference. "floor" is two EVALSHA of a script
-// that only returns, the least any Lock+Unlock of two scripts costs on
-// that client (issue 14's DisableAutoPipelining target is below it on a
-// 2-core machine: see the README's Performance). Besides allocs/op it reports
+// engine's own cost is the difference. Besides allocs/op it reports
 // goroutine runs per operation ("runs/op": scheduling events from
 // runtime/metrics, the process's background goroutines included), the
 // issue 14 measure of goroutine wake-ups:
@@ -136,21 +134,87 @@ func BenchmarkLockUnlock(b *testing.B) {
 				return release.Exec(ctx, rc).Error()
 			})
 		})
-		b.Run(tc.name+"/floor", func(b *testing.B) {
-			rc := benchClient(b, srv.Addr(), tc.opt)
-			lockUnlockLoop(b, func(ctx context.Context) error {
-				if err := returnOnly.Exec(ctx, rc, nil, nil).Error(); err != nil {
-					return err
-				}
-				return returnOnly.Exec(ctx, rc, nil, nil).Error()
-			})
-		})
 	}
 }
 
-// returnOnly is a script that does nothing: two of it are the floor of a
-// Lock+Unlock made of two scripts.
-var returnOnly = rueidis.NewLuaScript("return 1")
+// BenchmarkNoPipeliningFloor times, interleaved in one process so that
+// the machine's drift hits every row alike, what issue 14's
+// DisableAutoPipelining target compares: one PING through a default
+// (pipelined) rueidis client, and on a client with DisableAutoPipelining
+// two PINGs, two EVALSHA of a script that only returns (the floor of any
+// Lock+Unlock made of two scripts), the mutex's two scripts alone, and a
+// mutex Lock+Unlock under a ctx that never ends (as the bench program's
+// rows). It reports each row's p50 ÷ the pipelined PING's p50 ("×ping"):
+//
+//	go test -run '^$' -bench NoPipeliningFloor -benchtime 5000x .
+func BenchmarkNoPipeliningFloor(b *testing.B) {
+	srv := redistest.Shared(b)
+	pipelined := benchClient(b, srv.Addr(), rueidis.ClientOption{})
+	rc := benchClient(b, srv.Addr(), rueidis.ClientOption{DisableAutoPipelining: true})
+	c := locktest.Client(b, benchClient(b, srv.Addr(), rueidis.ClientOption{DisableAutoPipelining: true}))
+	m := mutex.New(c, b.Name())
+	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, b.Name()+"/scripts")
+	acquire := luascripts.AcquireCall(luascripts.MutexAcquire, keys, luascripts.Acquire{
+		Owner: "bench", LeaseMs: "15000", Wait: true, WaiterMs: "15000", Publish: "publish",
+	})
+	release := luascripts.ReleaseCall(luascripts.MutexRelease, keys, "bench", "publish", 0, "0")
+	returnOnly := rueidis.NewLuaScript("return 1")
+	ctx := context.Background()
+	// Through the pipeline goroutines, as a Client's renewals start them.
+	pingCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	two := func(f func() error) func() error {
+		return func() error {
+			if err := f(); err != nil {
+				return err
+			}
+			return f()
+		}
+	}
+	rows := []struct {
+		name string
+		op   func() error
+	}{
+		{"pipelined-ping", func() error { return pipelined.Do(pingCtx, pipelined.B().Ping().Build()).Error() }},
+		{"two-pings", two(func() error { return rc.Do(ctx, rc.B().Ping().Build()).Error() })},
+		{"floor", two(func() error { return returnOnly.Exec(ctx, rc, nil, nil).Error() })},
+		{"scripts", func() error {
+			if err := acquire.Exec(ctx, rc).Error(); err != nil {
+				return err
+			}
+			return release.Exec(ctx, rc).Error()
+		}},
+		{"mutex", func() error { return lockUnlock(ctx, m) }},
+	}
+	took := make([][]time.Duration, len(rows))
+	for range 100 { // warm: scripts loaded, connections dialed
+		for _, r := range rows {
+			if err := r.op(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for b.Loop() {
+		for i, r := range rows {
+			start := time.Now()
+			if err := r.op(); err != nil {
+				b.Fatal(err)
+			}
+			took[i] = append(took[i], time.Since(start))
+		}
+	}
+	ping := median(took[0])
+	for i, r := range rows[1:] {
+		b.ReportMetric(float64(median(took[i+1]))/float64(ping), r.name+"-×ping")
+	}
+	b.ReportMetric(float64(ping.Microseconds()), "ping-p50-µs")
+}
+
+// median returns the p50 of ds, which it sorts.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
 
 // lockUnlockLoop times op, each call under a ctx with a deadline, and
 // reports runs/op (see BenchmarkLockUnlock).
