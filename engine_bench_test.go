@@ -146,7 +146,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 // mutex Lock+Unlock under a ctx that never ends (as the bench program's
 // rows). It reports each row's p50 ÷ the pipelined PING's p50 ("×ping"):
 //
-//	go test -run '^$' -bench NoPipeliningFloor -benchtime 5000x .
+//	go test -run '^$' -bench NoPipeliningFloor -benchtime 3000x -count 3 .
 func BenchmarkNoPipeliningFloor(b *testing.B) {
 	srv := redistest.Shared(b)
 	pipelined := benchClient(b, srv.Addr(), rueidis.ClientOption{})
