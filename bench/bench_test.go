@@ -219,9 +219,9 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("watchdog relock at scale, %d leases: lease %v renewed every %v, want relock's default %v every %v",
 				k.Leases, k.Lease, k.RenewEvery, relock.DefaultWatchdogTimeout, relock.DefaultWatchdogTimeout/3)
 		}
-		if k.LockUnlockIdle <= 0 || k.LockUnlockHeld <= 0 || k.HeapPerLease <= 0 || k.RenewEvery <= 0 {
-			t.Errorf("watchdog relock, %d leases: Lock+Unlock/s %.0f none held, %.0f held; %.0f B/lease; renewed every %v",
-				k.Leases, k.LockUnlockIdle, k.LockUnlockHeld, k.HeapPerLease, k.RenewEvery)
+		if k.LockUnlockIdle <= 0 || k.LockUnlockHeld <= 0 || k.LockUnlockAfter <= 0 || k.HeapPerLease <= 0 || k.RenewEvery <= 0 {
+			t.Errorf("watchdog relock, %d leases: Lock+Unlock/s %.0f before taking them, %.0f held, %.0f after releasing them; %.0f B/lease; renewed every %v",
+				k.Leases, k.LockUnlockIdle, k.LockUnlockHeld, k.LockUnlockAfter, k.HeapPerLease, k.RenewEvery)
 		}
 	}
 	if rp := res.Replica; rp == nil || rp.Err != "" || rp.Floor.N == 0 || len(rp.Uncontended) != len(replicaLibraries) {
