@@ -68,7 +68,8 @@
 // goroutine, which the uncontended path then never leaves. An attempt
 // whose reply never came may still land: its owner is recorded as gone, so
 // that its acquire is refused, and released, in the background, tracked by
-// [Client.Close] (no holder nobody tracks). Unlock runs on its own timeout.
+// [Client.Close] (no holder nobody tracks). Unlock runs on its own timeout,
+// and returns within it whatever Redis does.
 //
 // Waiting never polls: an uncontended Lock is one round trip; a waiter
 // subscribes once to the lock's wake-up channel (one subscription per lock
@@ -85,7 +86,12 @@
 // empty: each release hands the lock to the first queued waiter in the
 // same script and wakes it with the grant's fencing token (a direct
 // handoff: its Lock returns on that message; the grant lasts what was left
-// of its waiter timeout until the watchdog extends it). The waiters behind
+// of its waiter timeout until the watchdog extends it). A handoff's message
+// is trusted only while it is fresh — its token is the server's clock when
+// it was minted, dated against the clock the waiter's last attempt read —
+// and only while it leaves the waiter a useful part of its lease; a stale
+// one (a process paused with it in its socket, while Redis lost the grant)
+// or a short one is taken up by one more attempt. The waiters behind
 // it are not woken: each sleeps no later than the first waiter's deadline,
 // so that a grant to a waiter that died passes on when it expires. A queued waiter's
 // place is kept by heartbeats and lapses WithWaiterTimeout after

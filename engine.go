@@ -369,16 +369,26 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 // luascripts' hand_on), and until when the lock is certainly held. Its
 // token is 0 when no hand-over came, or when w takes one up by an attempt
 // instead (take_up), which its next one does: for a fixed lease, which
-// must last its length from the grant, and when grants wait for replicas.
+// must last its length from the grant; when grants wait for replicas;
+// and when the wake-up cannot be trusted or leaves too little (below).
 //
 // A grant lasts what was left of the owner's deadline as a queued waiter,
 // which its attempts and heartbeats pushed forward: it expires no earlier
 // than the waiter timeout after the first attempt that queued the owner
 // was sent (less drift), which is the bound used. Not the last refresh's:
-// the wake-up may be stale — delivered late, after the grant expired, and
-// after an attempt that queued the owner again (a process paused meanwhile)
-// — and only this bound holds for every grant the owner ever got. A grant
-// past it is taken up by an attempt, if it is still live.
+// only this bound holds for every grant the owner ever got, whichever the
+// wake-up is.
+//
+// That bound holds while Redis keeps the grant. A wake-up read late — the
+// process was paused with it in its socket — may name a grant that Redis
+// has lost since (a restart without persistence, a failover, a
+// ForceUnlock) and that another owner replaced: Lock would return a lease
+// beside that owner's, with a lower token. So a wake-up is trusted only
+// while it is fresh: its token is the server's clock when the release
+// minted it, which the clock the owner's last queued attempt read dates on
+// this process's clock (see fresh). A stale one is settled by an attempt,
+// one round trip, as is a grant with less than handOverLeft left: Lock
+// never returns a lease about to lapse.
 func (w *waiter) handedOver() (until time.Time, token int64) {
 	b := w.b
 	if w.sub == nil || w.queuedAt.IsZero() || b.fixed || b.multi != nil || b.c.ack.replicas > 0 {
@@ -387,11 +397,53 @@ func (w *waiter) handedOver() (until time.Time, token int64) {
 	if token = w.sub.Granted(w.owner); token == 0 {
 		return time.Time{}, 0
 	}
+	now := time.Now()
 	until = w.queuedAt.Add(b.waiterTimeout - watchdog.Drift(b.waiterTimeout))
-	if !time.Now().Before(until) {
+	if !w.fresh(token, now) || until.Sub(now) < b.handOverLeft() {
 		return time.Time{}, 0 // the attempt that follows takes the grant up, if live
 	}
 	return until, token
+}
+
+// handOverLeft is the least validity a hand-over must leave its waiter to
+// be held on the wake-up alone, and the most a wake-up may have aged
+// (handOverAge) is a fraction of it: the grant lasts up to the waiter
+// timeout, and is renewed to the lease when a third of what it leaves has
+// passed, so a third of the shorter of the two leaves that renewal the
+// time of a round trip.
+func (b *binding) handOverLeft() time.Duration { return min(b.lease, b.waiterTimeout) / 3 }
+
+// handOverAge is how old a hand-over's wake-up may be, by fresh's bound,
+// to be trusted: a wake-up delivered as it should be is milliseconds old;
+// one older than this comes from a process that was paused or a
+// connection that stalled, and is checked by an attempt.
+func (b *binding) handOverAge() time.Duration { return b.handOverLeft() / 3 }
+
+// fresh reports whether a hand-over whose token is token, read at now, is
+// certainly younger than handOverAge. The token is the server's clock, in
+// µs, when the release minted it (fence.lua: the clock, unless more than
+// one grant came in a microsecond or the clock stepped back, which could
+// make a stale wake-up look fresh, as it would break the tokens' own
+// floor). The last queued attempt, sent at clock.sent, read the server's
+// clock clock.serverMs after that send: the hand-over was minted no
+// earlier than clock.sent + (token/1000 − clock.serverMs) on this
+// process's clock, less a millisecond for the truncations and the drift
+// of the two clocks since the attempt. Without a reading (a reply that
+// gives none), nothing is fresh.
+func (w *waiter) fresh(token int64, now time.Time) bool {
+	c := w.clock
+	if c.sent.IsZero() {
+		return false
+	}
+	minted := c.sent.Add(time.Duration(token/1000-c.serverMs)*time.Millisecond - time.Millisecond - watchdog.Drift(now.Sub(c.sent)))
+	return now.Sub(minted) < w.b.handOverAge()
+}
+
+// serverClock is a reading of the server's clock: serverMs, read by a
+// command sent at sent on this process's clock.
+type serverClock struct {
+	sent     time.Time
+	serverMs int64
 }
 
 // joinedHook, when set (by tests only), runs between taking the wake-up
@@ -412,10 +464,12 @@ type waiter struct {
 	sub       *wake.Sub       // the lock's wake-up subscription, once joined
 	queued    bool            // an answered attempt left owner in a queue
 	queuedAt  time.Time       // when the first attempt that queued owner was sent; zero before
+	clock     serverClock     // the server's clock read by the last attempt that queued owner
 	entry     *watchdog.Entry // heartbeats keeping owner's place; nil if none
 	acquired  bool
 	abandoned bool              // owner was released as gone: nothing left to withdraw
 	replies   chan acquireReply // attempts' outcomes (see attempt); nil until one runs in a goroutine
+	replyMs   int64             // the server's clock in the last failed attempt's reply; 0 if none
 }
 
 // next returns the wake-up signal to wait for after the coming attempt, or
@@ -578,6 +632,7 @@ func (w *waiter) outcome(v []int64, err error) (token, wait int64, _ error) {
 	if w.wait && spec.Heartbeat != luascripts.None && (spec.QueueAfter == 0 || luascripts.Queued(v)) {
 		w.queued = true
 	}
+	w.replyMs, _ = luascripts.ServerMs(v)
 	return 0, n, nil
 }
 
@@ -609,6 +664,7 @@ func (w *waiter) restart(gone bool) {
 	w.forget()
 	w.owner = w.b.c.newOwner()
 	w.queuedAt = time.Time{}
+	w.clock = serverClock{}
 }
 
 // forget drops what keeps w.owner waiting locally: its wake-up signal and
@@ -633,6 +689,9 @@ func (w *waiter) waited(sent time.Time) {
 	}
 	if w.queuedAt.IsZero() {
 		w.queuedAt = sent
+	}
+	if w.replyMs > 0 {
+		w.clock = serverClock{sent: sent, serverMs: w.replyMs}
 	}
 	if w.entry != nil && b.c.wd.Confirm(w.entry, sent) {
 		return
@@ -714,7 +773,9 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 		return nil, err
 	}
 	if !b.c.wd.Confirm(h.entry, sent) {
-		return nil, h.err() // lost or closed meanwhile
+		// The watchdog has just found the hold lost, or Close ended it,
+		// and is ending it: its cause, never a nil lease and nil error.
+		return nil, h.wait()
 	}
 	if !time.Now().Before(h.entry.ValidUntil()) {
 		err := b.errorf(ErrLockLost, "lock (re-entry): confirmed after the hold's validity passed")

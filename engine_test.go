@@ -282,6 +282,22 @@ func queued(t *testing.T, rc rueidis.Client, keys luascripts.Keys, n int64) {
 	})
 }
 
+// rawWaiter queues owner as a waiter of the lock keys with its waiter
+// timeout waiterMs, by an attempt of script as a Lock makes it (a Lock
+// that never heartbeats: a dead waiter, unless the caller attempts again),
+// and returns that attempt, to repeat.
+func rawWaiter(t *testing.T, rc rueidis.Client, script luascripts.Script, keys luascripts.Keys, owner, waiterMs string) luascripts.Call {
+	t.Helper()
+	attempt := luascripts.AcquireCall(script, keys, luascripts.Acquire{
+		Owner: owner, LeaseMs: "30000", Wait: true, Queue: true, WaiterMs: waiterMs, Publish: "publish",
+	})
+	reply, err := attempt.Exec(context.Background(), rc).AsIntSlice()
+	require.NoError(t, err)
+	granted, _, ok := luascripts.AcquireReply(reply)
+	require.True(t, ok && !granted, "%s queued: %v", owner, reply)
+	return attempt
+}
+
 // lockAsync locks l in a goroutine, under ctx, and sends the lease (nil if
 // Lock failed, which fails the test).
 func lockAsync(t *testing.T, ctx context.Context, l relock.Locker) <-chan *relock.Lease {
@@ -404,13 +420,7 @@ func TestGrantToADeadWaiterPassesOnAtItsDeadline(t *testing.T) {
 
 	h, err := holder.Lock(ctx)
 	require.NoError(t, err)
-	dead := luascripts.AcquireCall(luascripts.FairAcquire, keys, luascripts.Acquire{
-		Owner: "dead:1", LeaseMs: "30000", Wait: true, Queue: true, WaiterMs: "1000", Publish: "publish",
-	})
-	reply, err := dead.Exec(ctx, rc).AsIntSlice()
-	require.NoError(t, err)
-	granted, _, ok := luascripts.AcquireReply(reply)
-	require.True(t, ok && !granted, "the dead waiter queued: %v", reply)
+	rawWaiter(t, rc, luascripts.FairAcquire, keys, "dead:1", "1000")
 
 	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -426,5 +436,31 @@ func TestGrantToADeadWaiterPassesOnAtItsDeadline(t *testing.T) {
 	require.NotNil(t, l)
 	took := time.Since(released)
 	assert.Less(t, took, 4*time.Second, "the next waiter took the lock %v after the release; the grant expired within 1 s", took)
+	require.NoError(t, l.Unlock())
+}
+
+// A hand-over that leaves the waiter little of its grant — it queued
+// almost a waiter timeout ago, and the grant lasts what was left of that —
+// is taken up by an attempt, a full lease from then: Lock never returns a
+// lease about to lapse.
+func TestHandOverNearItsDeadlineIsTakenUp(t *testing.T) {
+	srv := redistest.Shared(t)
+	const waiterTimeout = time.Second
+	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
+	waiter := fair.New(locktest.Client(t, srv.Client(t)), t.Name(), relock.WithWaiterTimeout(waiterTimeout))
+	ctx := context.Background()
+	first, err := holder.Lock(ctx)
+	require.NoError(t, err)
+	start := time.Now()
+	got := lockAsync(t, ctx, waiter)
+	queued(t, srv.Client(t), luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name()), 1)
+	time.Sleep(time.Until(start.Add(waiterTimeout * 9 / 10)))
+	require.NoError(t, first.Unlock())
+	l := <-got
+	require.NotNil(t, l)
+	left := time.Until(l.ValidUntil())
+	assert.Greater(t, left, relock.DefaultWatchdogTimeout/3, "Lock returned a lease with %v left", left)
+	time.Sleep(200 * time.Millisecond)
+	assert.NoError(t, context.Cause(l.Context()), "the lease lapsed right after Lock returned it")
 	require.NoError(t, l.Unlock())
 }

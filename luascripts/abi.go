@@ -21,7 +21,9 @@ import (
 //	              owner of the caller's hold of the Within mode, or ""
 //	         → {1, token} when acquired, {0, wait ms} when not, where wait is
 //	           how long nothing changes without a wake-up (-1: unknown,
-//	           -2: try again at once). An owner recorded in gone is refused
+//	           -2: try again at once); a kind that queues waiters adds
+//	           queued (1 when the owner is queued) and, when it is, the
+//	           server's clock in ms. An owner recorded in gone is refused
 //	           (and not queued): its caller gave up before this landed.
 //	reenter  KEYS lock, readers   ARGV owner, lease ms, hold count after
 //	         → 1 held at that count, 0 not held. Never shortens the lock's
@@ -170,9 +172,10 @@ func NameOf(prefix, key string) (string, bool) {
 
 // Replies of the acquire scripts: {Granted, token} when acquired, else {0,
 // wait}, where wait is how long, in milliseconds, nothing changes without
-// a wake-up, or one of the codes below. The mutex's and reentrant lock's
-// add a third element, 1 when the attempt left the owner queued (see
-// Queued).
+// a wake-up, or one of the codes below. A kind whose waiters queue adds a
+// third element, 1 when the attempt left the owner queued (see Queued),
+// and then a fourth: the server's clock in milliseconds when the attempt
+// ran (see ServerMs).
 const (
 	Granted     = 1
 	WaitUnknown = -1 // nothing bounds the wait but the waiter's own cap
@@ -189,16 +192,27 @@ const (
 // AcquireReply reads an acquire script's reply: the fencing token when
 // granted, else the wait.
 func AcquireReply(v []int64) (granted bool, n int64, ok bool) {
-	if len(v) != 2 && len(v) != 3 {
+	if len(v) < 2 || len(v) > 4 {
 		return false, 0, false
 	}
 	return v[0] == Granted, v[1], true
 }
 
-// Queued reports whether an acquire reply of the mutex or the reentrant
-// lock says the attempt left the owner queued (a starving waiter, or one
-// behind starving waiters).
-func Queued(v []int64) bool { return len(v) == 3 && v[2] == 1 }
+// Queued reports whether an acquire reply says the attempt left the owner
+// queued (the mutex's or reentrant lock's starving waiter, or one behind
+// starving waiters; a fair lock's or a writer's Lock).
+func Queued(v []int64) bool { return len(v) >= 3 && v[2] == 1 }
+
+// ServerMs returns the server's clock, in milliseconds, when the attempt
+// whose reply is v queued its owner, and reports whether the reply says.
+// A hand-over's token is that clock in microseconds when the release
+// minted it: a waiter dates the hand-overs it is sent with it.
+func ServerMs(v []int64) (int64, bool) {
+	if len(v) != 4 || v[2] != 1 {
+		return 0, false
+	}
+	return v[3], true
+}
 
 // Acquire is an acquire call's arguments.
 type Acquire struct {

@@ -29,10 +29,12 @@
 -- grant up instead (take_up) when it missed the wake-up, has a fixed lease,
 -- or waits for replicas.
 --
--- Returns {1, token} when acquired. Returns {0, wait} when not, where wait
--- is how long in milliseconds nothing can change without a wake-up: the
--- holder's pttl, or, when the lock is free but another waiter is first,
--- that waiter's remaining deadline (it is woken now). Returns {0, -1} for an
+-- Returns {1, token} when acquired. Returns {0, wait, queued[, now]} when
+-- not, where wait is how long in milliseconds nothing can change without a
+-- wake-up: the holder's pttl, or, when the lock is free but another waiter
+-- is first, that waiter's remaining deadline (it is woken now); queued is 1
+-- when the owner is queued (a Lock), and then now is the server's clock in
+-- ms (queue.lua, queued_reply). Returns {0, -1} for an
 -- owner recorded as gone, and neither grants nor queues: its caller gave up
 -- before this attempt landed.
 local head, deadline, gone = look_ahead(KEYS[6], KEYS[3], KEYS[4], ARGV[1])
@@ -56,8 +58,10 @@ if free and (not head or head == ARGV[1]) then
   return {1, next_token(KEYS[2])}
 end
 
+local queued = 0
 if ARGV[3] ~= '0' then
   enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4], head)
+  queued = 1
 end
 
 if not free then
@@ -65,9 +69,9 @@ if not free then
   -- nobody, but the first waiter sleeps no longer than this pttl, and
   -- those behind it no longer than its deadline (held_wait). Heartbeats
   -- purge a first waiter that died.
-  return {0, held_wait(pttl, ARGV[1], head, deadline)}
+  return queued_reply(held_wait(pttl, ARGV[1], head, deadline), queued)
 end
 -- Free, but another waiter is first: hand it the lock, and look again by
 -- its deadline in case it died.
 wake_owner(ARGV[6], ARGV[5], head)
-return {0, deadline - server_ms()}
+return queued_reply(deadline - server_ms(), queued)

@@ -80,11 +80,54 @@ func acquire(t *testing.T, rc rueidis.Client, key, fence, owner string, leaseMs 
 }
 
 // reply is an acquire reply's {acquired, token or wait}, without the
-// mutex's and reentrant lock's queued flag.
+// queued flag and the server's clock that follows it.
 func reply(t *testing.T, v []int64) []int64 {
 	t.Helper()
-	require.Contains(t, []int{2, 3}, len(v), "reply %v", v)
+	require.Contains(t, []int{2, 3, 4}, len(v), "reply %v", v)
+	if len(v) == 4 {
+		require.Equal(t, int64(1), v[2], "only a queued attempt's reply gives the clock: %v", v)
+	}
 	return v[:2]
+}
+
+// An attempt that queues its owner replies with the server's clock (ms),
+// by which the waiter dates the hand-overs it is sent; one that does not
+// queue it (a TryLock) does not.
+func TestQueuedReplyCarriesTheServerClock(t *testing.T) {
+	rc := redistest.Shared(t).Client(t)
+	ctx := context.Background()
+	for _, s := range []struct {
+		name   string
+		script luascripts.Script
+	}{
+		{"mutex", luascripts.MutexAcquire},
+		{"reentrant", luascripts.ReentrantAcquire},
+		{"fair", luascripts.FairAcquire},
+		{"rwlock", luascripts.RWWriteAcquire},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			keys := luascripts.NewKeys("test", t.Name())
+			call := func(owner string, wait bool) []int64 {
+				v, err := luascripts.AcquireCall(s.script, keys, luascripts.Acquire{
+					Owner: owner, LeaseMs: "10000", Wait: wait, Queue: true, WaiterMs: "5000", Publish: "publish",
+				}).Exec(ctx, rc).AsIntSlice()
+				require.NoError(t, err)
+				return v
+			}
+			granted, _, _ := luascripts.AcquireReply(call("holder", true))
+			require.True(t, granted)
+			before := serverMicros(t, rc) / 1000
+			v := call("waiter", true)
+			after := serverMicros(t, rc) / 1000
+			require.True(t, luascripts.Queued(v), "reply %v", v)
+			ms, ok := luascripts.ServerMs(v)
+			require.True(t, ok, "reply %v", v)
+			assert.GreaterOrEqual(t, ms, before)
+			assert.LessOrEqual(t, ms, after)
+			_, ok = luascripts.ServerMs(call("try", false))
+			assert.False(t, ok, "a TryLock's reply gives no clock")
+		})
+	}
 }
 
 func TestMutexAcquire(t *testing.T) {

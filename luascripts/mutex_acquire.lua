@@ -32,7 +32,8 @@
 -- grant up instead (take_up) when it missed the wake-up, has a fixed lease,
 -- or waits for replicas.
 --
--- Returns {1, token} when acquired. Returns {0, wait, queued} when not:
+-- Returns {1, token} when acquired. Returns {0, wait, queued[, now]} when
+-- not (queue.lua, queued_reply):
 -- wait is the holder's remaining time to live in milliseconds (-1 when the
 -- key has no expiry), or, when the lock is free but another waiter is
 -- first, that waiter's remaining deadline (it is woken now); queued is 1
@@ -63,6 +64,6 @@ if pttl == -2 then
   -- tried): hand it the lock, and look again by its deadline in case it
   -- died.
   wake_owner(ARGV[6], ARGV[5], head)
-  return {0, deadline - server_ms(), queued}
+  return queued_reply(deadline - server_ms(), queued)
 end
-return {0, held_wait(pttl, ARGV[1], head, deadline), queued}
+return queued_reply(held_wait(pttl, ARGV[1], head, deadline), queued)

@@ -119,6 +119,18 @@ local function pop_head(queue, deadlines, owner, pub, channel)
   end
 end
 
+-- The reply of an acquire attempt that did not take the lock: {0, wait,
+-- queued}, and, when queued is 1, the server's clock in milliseconds, by
+-- which the waiter dates the hand-overs it is sent (their tokens are that
+-- clock in microseconds when minted). A queued attempt read the clock
+-- already: the time costs no command.
+local function queued_reply(wait, queued)
+  if queued == 1 then
+    return {0, wait, 1, server_ms()}
+  end
+  return {0, wait, queued}
+end
+
 -- Removes owner from queue wherever it is (a waiter that gave up); reports
 -- whether it was queued.
 local function dequeue(queue, deadlines, owner)

@@ -26,7 +26,8 @@
 -- or waits for replicas.
 --
 -- Returns {1, token} when acquired, with a hold count of 1. Returns
--- {0, wait, queued} when not, queued 1 when the owner is queued, else 0;
+-- {0, wait, queued[, now]} when not (queue.lua, queued_reply), queued 1
+-- when the owner is queued, else 0;
 -- wait is the holder's pttl (-1 when the key has no expiry;
 -- the holder may be a lock of another kind with the same name), or, when
 -- the lock is free but another waiter is first, that waiter's remaining
@@ -56,6 +57,6 @@ end
 local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
 if free then
   wake_owner(ARGV[6], ARGV[5], head)
-  return {0, deadline - server_ms(), queued}
+  return queued_reply(deadline - server_ms(), queued)
 end
-return {0, held_wait(pttl, ARGV[1], head, deadline), queued}
+return queued_reply(held_wait(pttl, ARGV[1], head, deadline), queued)

@@ -25,7 +25,8 @@
 -- first one by name, so that it sleeps until this lease's expiry rather
 -- than until an earlier deadline.
 --
--- Returns {1, token} when acquired. Returns {0, wait} when not: the
+-- Returns {1, token} when acquired. Returns {0, wait, queued[, now]} when
+-- not (queue.lua, queued_reply), where wait is the
 -- milliseconds until the earliest holder's deadline (a dead reader's hold
 -- ends then, though live readers keep the lock's TTL longer), or, when the
 -- lock is free but another writer is first, that writer's remaining
@@ -60,18 +61,20 @@ if free and (not head or head == ARGV[1]) then
   return {1, next_token(KEYS[2])}
 end
 
+local queued = 0
 if ARGV[3] ~= '0' then
   enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4], head)
+  queued = 1
 end
 if free then
   -- Another writer is first: hand it the lock, and look again by its
   -- deadline in case it died.
   wake_owner(ARGV[6], ARGV[5], head)
-  return {0, deadline - server_ms()}
+  return queued_reply(deadline - server_ms(), queued)
 end
 wait = redis.call('pttl', KEYS[1])
 local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
 if first[2] then
   wait = math.min(wait, tonumber(first[2]) - now)
 end
-return {0, wait}
+return queued_reply(wait, queued)
