@@ -35,12 +35,23 @@ func (b *binding) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if b.multi != nil {
+		// Each master records the evicted owner as gone: its renewals,
+		// which take a free master back, must not undo the eviction.
 		return fan(ctx, b.multi.nodes, b.nodeTimeout, func(bg context.Context, n *binding) bool {
-			held, _ := n.ForceUnlock(bg)
+			held, _ := n.forceUnlock(bg, n.goneMs)
 			return held
 		}) > 0, nil
 	}
-	n, err := luascripts.ForceUnlockCall(b.keys, b.c.publish, b.goneMs).Exec(ctx, b.c.rc).AsInt64()
+	// The evicted owner is not recorded as gone: it may be a waiter to
+	// which a release has just handed the lock, whose Lock is still
+	// running and would be refused the lock ever after.
+	return b.forceUnlock(ctx, "0")
+}
+
+// forceUnlock deletes the lock on b's master and records its string owner
+// as gone for goneMs ("0": not at all).
+func (b *binding) forceUnlock(ctx context.Context, goneMs string) (bool, error) {
+	n, err := luascripts.ForceUnlockCall(b.keys, b.c.publish, goneMs).Exec(ctx, b.c.rc).AsInt64()
 	if err != nil {
 		return false, b.wrap("force unlock", err)
 	}

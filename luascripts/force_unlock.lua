@@ -10,8 +10,9 @@
 -- ARGV[1]  wake-up channel
 -- ARGV[2]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[3]  gone, milliseconds: how long the evicted owner of a string lock
---          (mutex, redlock) is recorded as gone, so that a Redlock renewal
---          does not take the master back for it
+--          is recorded as gone, so that a Redlock renewal does not take the
+--          master back for it; "0" for a lock on one master, whose evicted
+--          owner may be a waiter just handed the lock and still acquiring
 --
 -- Returns 1 when a lock was deleted, 0 when it was not held.
 local owner = nil
