@@ -9,3 +9,15 @@ func SetJoinedHook(f func()) (restore func()) {
 	joinedHook = f
 	return func() { joinedHook = nil }
 }
+
+// SetLostHook makes the engine call f when the watchdog ends a hold it
+// found lost, before the hold ends: the window in which the watchdog no
+// longer keeps the hold but its Contexts are still live. It returns a
+// func that removes f.
+func SetLostHook(f func()) (restore func()) {
+	lostHook.Store(&f)
+	return func() { lostHook.Store(nil) }
+}
+
+// ReleaseTimeout bounds Unlock.
+const ReleaseTimeout = releaseTimeout

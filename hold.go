@@ -21,7 +21,11 @@ type hold struct {
 	since time.Time // when the grant was sent
 	first *Lease    // the Lock's own lease; its Context carries the hold
 
-	ended atomic.Bool // stop ran: the hold owns nothing any more
+	ended atomic.Bool // stop or end ran: the hold owns nothing any more
+
+	// released is the cause of the Contexts that the last Unlock ends
+	// before its release (end); used only by that Unlock.
+	released unlockCause
 
 	// mu serializes the hold's re-entries and releases, and is held across
 	// their round trip: the hold count they name must reach Redis in the
@@ -55,7 +59,12 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent, ha
 	// re-entries' (no Context of its own, no goroutine to end it).
 	l.ctx, l.cancel = context.WithCancelCause(withHold(context.WithoutCancel(ctx), ctx, h))
 	h.first = l
-	lost := func(why error) { h.stop(b.errorf(ErrLockLost, "%v", why), nil) }
+	lost := func(why error) {
+		if hook := lostHook.Load(); hook != nil {
+			(*hook)()
+		}
+		h.stop(b.errorf(ErrLockLost, "%v", why), nil)
+	}
 	switch {
 	case b.multi != nil:
 		h.entry = b.multi.entry(b, owner, token, sent, lost)
@@ -88,6 +97,10 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent, ha
 	return l, nil
 }
 
+// lostHook, when set (by tests only), runs when the watchdog found a hold
+// lost, before the hold ends.
+var lostHook atomic.Pointer[func()]
+
 // stop ends the hold with cause: context.Canceled after its last Unlock
 // (released says how that release went), ErrLockLost when it was lost. The
 // watchdog stops keeping it and Close stops tracking it. It does not touch
@@ -111,7 +124,8 @@ func (h *hold) stop(cause, released error) {
 	c.forget(h)
 	// Every lease's Context is done before stop returns: a caller told of
 	// the loss (Unlock, Extend, a re-entry) finds it so at once. A lease
-	// unlocked already keeps its cause (a second cancel does nothing).
+	// unlocked already, or ended by the last Unlock (end), keeps its cause
+	// (a second cancel does nothing).
 	h.first.cancel(cause)
 	for l := range leases {
 		l.cancel(cause)
@@ -122,6 +136,54 @@ func (h *hold) stop(cause, released error) {
 		} else {
 			o.Lost(Lost{Kind: h.b.kind(), Name: h.b.name, Held: time.Since(h.since), Cause: cause})
 		}
+	}
+}
+
+// unlockCause is the cause of a hold's Contexts ended by its last Unlock
+// before the release was sent: context.Canceled, and ErrLockLost as well
+// once the release found that the lock was no longer the owner's (then
+// the call chain's work may have overlapped another holder's, as with any
+// loss). Its outcome is set before the hold's stop, so that whoever is
+// told of the Unlock's result sees it.
+type unlockCause struct {
+	lost atomic.Pointer[error] // the release's ErrLockLost, once found
+}
+
+func (c *unlockCause) Error() string {
+	if err := c.lost.Load(); err != nil {
+		return (*err).Error()
+	}
+	return context.Canceled.Error()
+}
+
+// Is reports whether target is context.Canceled, or ErrLockLost after the
+// release found the lock lost.
+func (c *unlockCause) Is(target error) bool {
+	return target == context.Canceled || (target == ErrLockLost && c.lost.Load() != nil)
+}
+
+// Unwrap returns the release's loss, if it found one.
+func (c *unlockCause) Unwrap() error {
+	if err := c.lost.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// end makes the hold own nothing any more and ends every lease's Context
+// with cause, ahead of stop: the last Unlock calls it before its release
+// is sent. stop still runs after it.
+func (h *hold) end(cause error) {
+	h.ended.Store(true)
+	h.lmu.Lock()
+	leases := make([]*Lease, 0, len(h.leases))
+	for l := range h.leases {
+		leases = append(leases, l)
+	}
+	h.lmu.Unlock()
+	h.first.cancel(cause)
+	for _, l := range leases {
+		l.cancel(cause)
 	}
 }
 

@@ -73,25 +73,74 @@ func (l *Lease) Context() context.Context { return l.ctx }
 func (l *Lease) ValidUntil() time.Time { return l.h.entry.ValidUntil() }
 
 // Unlock ends the lease. It is safe to defer and to call from any goroutine;
-// it runs under its own timeout of a few seconds, not the ctx given to Lock.
-// The leases of one hold (a Lock and its re-entries down the call chain)
-// may be unlocked in any order: each Unlock ends one, and the lock is
-// released when the last is unlocked.
+// it returns within a timeout of its own of a few seconds from its call,
+// whatever Redis does, not bound by the ctx given to Lock. The leases of
+// one hold (a Lock and its re-entries down the call chain) may be unlocked
+// in any order: each Unlock ends one, and the lock is released when the
+// last is unlocked. The last ends the hold's Contexts before it sends the
+// release, with cause context.Canceled (and ErrLockLost too, should the
+// release find the lock lost): once Redis frees the lock the next holder
+// runs, and no goroutine of the call chain still sees a live Context.
 //
 // Unlock returns nil when the lease ended as asked (for the hold's last
 // lease: the lock was released); ErrNotHeld when the lease was already
 // unlocked; ErrLockLost when the hold had been lost (the lock was not this
 // owner's any more); ErrClosed when Client.Close released it. When Redis
 // does not answer in time, Unlock returns that error and the lock expires
-// after its lease. Whatever it returns, the lease's Context is done after
-// Unlock.
+// after its lease; when the hold's other calls (a re-entry, another
+// lease's Unlock) keep it waiting past its timeout, it returns
+// context.DeadlineExceeded and the release goes on in the background.
+// Whatever it returns, the lease's Context is done after Unlock.
 func (l *Lease) Unlock() error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrNotHeld)
 	}
 	h := l.h
-	h.mu.Lock()
+	// The bound runs from the call: waiting for the hold's other calls
+	// counts against it.
+	ctx := h.b.c.releaseCtx()
+	if !h.mu.TryLock() {
+		return l.unlockAfter(ctx)
+	}
 	defer h.mu.Unlock()
+	return l.unlock(ctx)
+}
+
+// unlockAfter is Unlock while another call of the hold — a re-entry, an
+// Extend, another lease's Unlock — is in its round trip: it waits for
+// that call in a goroutine, and returns when the unlock is done or ctx
+// ends, whichever is first. In the second case the unlock goes on in the
+// background (Close waits for it) under a bound of its own, and Unlock
+// returns ctx's error; the lease's Context is done either way.
+func (l *Lease) unlockAfter(ctx context.Context) error {
+	h := l.h
+	c := h.b.c
+	done := make(chan error, 1)
+	run := func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		rctx := ctx
+		if ctx.Err() != nil {
+			rctx = c.releaseCtx() // its caller left: a bound of its own
+		}
+		done <- l.unlock(rctx)
+	}
+	if !c.spawn(run) {
+		// Close has begun: it ends the hold, and rc is open until it returns.
+		run()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		l.cancel(context.Canceled)
+		return h.b.wrap("unlock (it goes on in the background; the lock expires after its lease if it fails)", ctx.Err())
+	}
+}
+
+// unlock is Unlock with h.mu held, bounded by ctx.
+func (l *Lease) unlock(ctx context.Context) error {
+	h := l.h
 	if l.unlocked {
 		// A second Unlock must not end another lease's share of the hold.
 		return h.b.errorf(ErrNotHeld, "unlock")
@@ -107,7 +156,7 @@ func (l *Lease) Unlock() error {
 		h.lmu.Unlock()
 		l.cancel(cause)
 	}()
-	return h.unlock()
+	return h.unlock(ctx)
 }
 
 // Extend makes a lease taken with WithLease last at least d from now, if
@@ -116,8 +165,10 @@ func (l *Lease) Unlock() error {
 // lease, and it extends the whole hold (every lease of it). ValidUntil
 // moves forward accordingly. ctx bounds the call.
 //
-// Extend fails with ErrLockLost when the lock is not this owner's any more
-// (its Context is then canceled with that cause), ErrNotHeld after Unlock,
+// Extend fails with ErrLockLost when the lock is not this owner's any more,
+// or the hold is being lost as it extends (its Context is then canceled
+// with that cause; Extend never reports success for an extension that did
+// not take), ErrNotHeld after Unlock,
 // ErrInvalid for a lease the watchdog renews (taken without WithLease) or a
 // d below MinLease, ErrClosed after Client.Close, or with ctx's or Redis's
 // error, which leave the lease as it was.
@@ -151,7 +202,9 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 		h.stop(err, nil)
 		return err
 	case !b.c.wd.Extend(h.entry, sent, d):
-		return h.err() // lost or closed meanwhile
+		// The watchdog has just found the hold lost, or Close ended it,
+		// and is ending it: its cause.
+		return h.wait()
 	}
 	return nil
 }

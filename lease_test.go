@@ -64,3 +64,49 @@ func TestExtend(t *testing.T) {
 		})
 	}
 }
+
+// While the watchdog is ending a hold whose validity passed (Redis still
+// has it: its renewals were only late), a re-entry and an Extend report
+// the loss: never a nil lease with a nil error, never a nil Extend that
+// left ValidUntil in the past.
+func TestCallsWhileAHoldIsBeingLostReportTheLoss(t *testing.T) {
+	srv := redistest.Shared(t)
+	rc := srv.Client(t)
+	c := locktest.Client(t, rc)
+	ctx := context.Background()
+	const lease = 300 * time.Millisecond
+	m := reentrant.New(c, t.Name(), relock.WithLease(lease))
+	l, err := m.Lock(ctx)
+	require.NoError(t, err)
+	key := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name()).Lock
+	require.NoError(t, rc.Do(ctx, rc.B().Pexpire().Key(key).Milliseconds(30000).Build()).Error()) // Redis keeps it
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	restore := relock.SetLostHook(func() {
+		close(entered)
+		<-release
+	})
+	defer restore()
+	select {
+	case <-entered: // the watchdog found the validity passed and is ending the hold
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watchdog never ended the lease")
+	}
+	type result struct {
+		l   *relock.Lease
+		err error
+	}
+	reentered, extended := make(chan result, 1), make(chan error, 1)
+	go func() {
+		r, err := m.Lock(l.Context())
+		reentered <- result{r, err}
+	}()
+	go func() { extended <- l.Extend(ctx, time.Minute) }()
+	time.Sleep(100 * time.Millisecond) // both reach the hold that is being lost
+	close(release)
+	r := <-reentered
+	assert.Nil(t, r.l)
+	assert.ErrorIs(t, r.err, relock.ErrLockLost, "re-entry while the hold was being lost")
+	assert.ErrorIs(t, <-extended, relock.ErrLockLost, "Extend while the hold was being lost")
+	assert.ErrorIs(t, l.Unlock(), relock.ErrLockLost)
+}

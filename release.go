@@ -26,9 +26,10 @@ const releaseTimeout = 5 * time.Second
 // came too late or reached nobody, or the withdrawal of a waiter.
 const abandonTimeout = 2 * time.Second
 
-// unlock ends lease l of h; the last lease of h releases the lock. Called
-// with h.mu held and l already marked unlocked.
-func (h *hold) unlock() error {
+// unlock ends a lease of h; the last lease of h releases the lock. Called
+// with h.mu held and the lease already marked unlocked; ctx bounds the
+// release.
+func (h *hold) unlock(ctx context.Context) error {
 	h.count--
 	last := h.count == 0
 	if cause := h.err(); cause != nil {
@@ -37,7 +38,7 @@ func (h *hold) unlock() error {
 		// Redis (the renewals were cut off, not refused): the last Unlock
 		// frees it, owner-checked.
 		if last && !errors.Is(cause, ErrClosed) {
-			h.b.release(h.owner, 0)
+			h.b.release(ctx, h.owner, 0)
 		}
 		return cause
 	}
@@ -46,20 +47,24 @@ func (h *hold) unlock() error {
 		// hold, or Close is: wait for the cause, then as above.
 		cause := h.wait()
 		if !errors.Is(cause, ErrClosed) {
-			h.b.release(h.owner, 0)
+			h.b.release(ctx, h.owner, 0)
 		}
 		return cause
 	}
 	ended := h.count + 1 // the count this release ends, as the scripts take it
 	if last {
 		ended = 1
+		// Once Redis frees the lock, or hands it on, the next holder runs:
+		// no goroutine of this call chain may still see a live Context.
+		h.end(&h.released)
 	}
-	held, err := h.b.release(h.owner, ended)
+	held, err := h.b.release(ctx, h.owner, ended)
 	switch {
 	case err == nil && !held:
 		// Another owner has the lock, or nobody: the hold was lost before
 		// the watchdog could tell.
 		err = h.b.errorf(ErrLockLost, "unlock: the lock was not held any more")
+		h.released.lost.Store(&err)
 		h.stop(err, nil)
 	case last:
 		// Released, or Redis did not answer in time: either way the hold
@@ -70,22 +75,26 @@ func (h *hold) unlock() error {
 }
 
 // release ends the owner's hold at count (1 or 0: all of it), retrying on
-// network errors until releaseTimeout, and reports whether the owner held
+// network errors until ctx ends, and reports whether the owner held
 // the lock. Releases name the count they end, so a retry whose earlier
 // attempt was applied does not count down twice; and a retry that finds
 // the lock gone after an attempt with no reply takes that attempt to have
 // released it.
-func (b *binding) release(owner string, count int) (held bool, err error) {
+func (b *binding) release(ctx context.Context, owner string, count int) (held bool, err error) {
 	if b.multi != nil {
 		return b.multi.release(owner)
 	}
-	return b.releaseWith(owner, count, false)
+	return b.releaseIn(ctx, owner, count, false)
 }
 
 // releaseWith is release on one master, recording owner as gone if gone is
-// set.
+// set, within releaseTimeout.
 func (b *binding) releaseWith(owner string, count int, gone bool) (held bool, err error) {
-	ctx := b.c.releaseCtx()
+	return b.releaseIn(b.c.releaseCtx(), owner, count, gone)
+}
+
+// releaseIn is releaseWith within ctx.
+func (b *binding) releaseIn(ctx context.Context, owner string, count int, gone bool) (held bool, err error) {
 	call := b.releaseCall(owner, count, gone)
 	unanswered := false // an earlier attempt may have been applied
 	for bo := newBackoff(); ; {
