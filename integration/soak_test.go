@@ -55,8 +55,9 @@ const (
 // read-modify-writes on a second, unfaulted Redis, while the test injects
 // faults on a schedule derived from the seed: proxy latency, blackholes,
 // stalled connections and dropped connections; paused workers (SIGSTOP);
-// a paused and a restarted lock Redis (a restart loses every lock); and
-// CLIENT KILL TYPE pubsub. Each fault period is followed by a calm window;
+// a paused and a restarted lock Redis (a restart loses every lock); a
+// worker paused across such a restart (it reads, late, the hand-overs of
+// grants that Redis has forgotten); and CLIENT KILL TYPE pubsub. Each fault period is followed by a calm window;
 // every few cycles the workers quiesce (stop, unlock, Close their Client)
 // and the test probes the locks: each must be free. After each start, the
 // workers run the expiry probe (soakWorker.expiryProbe): a queue of fair
@@ -422,9 +423,9 @@ func (r *soakRun) faultPeriod() int64 {
 // change of the lock Redis's state when other is one.
 func (r *soakRun) pickFault(other string) soakFault {
 	r.t.Helper()
-	n := r.rng.IntN(8)
-	for strings.HasSuffix(other, "Redis") && (n == 5 || n == 6) {
-		n = r.rng.IntN(8)
+	n := r.rng.IntN(9)
+	for strings.HasSuffix(other, "Redis") && (n == 5 || n == 6 || n == 8) {
+		n = r.rng.IntN(9)
 	}
 	target := func() (int, string) { // one worker, or all (-1)
 		if r.rng.IntN(2) == 0 {
@@ -464,25 +465,9 @@ func (r *soakRun) pickFault(other string) soakFault {
 		return soakFault{what: "drop (" + who + ")", apply: func() { toProxy(i, "drop") }, mid: func() { toProxy(i, "drop") }, heal: nop}
 	case 4:
 		i := r.rng.IntN(len(r.workers))
-		var from int64
-		return soakFault{
-			what:         fmt.Sprintf("SIGSTOP worker %d", i),
-			pausesWorker: 1,
-			apply: func() {
-				from = now()
-				r.paused[i] = true
-				if err := r.workers[i].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-					r.t.Fatal(err)
-				}
-			},
-			heal: func() {
-				if err := r.workers[i].cmd.Process.Signal(syscall.SIGCONT); err != nil {
-					r.t.Fatal(err)
-				}
-				r.paused[i] = false
-				r.ev.pauses[i] = append(r.ev.pauses[i], soakSpan{from, now()})
-			},
-		}
+		f := r.pauseWorker(i)
+		f.what = fmt.Sprintf("SIGSTOP worker %d", i)
+		return f
 	case 5:
 		var from int64
 		return soakFault{
@@ -499,6 +484,19 @@ func (r *soakRun) pickFault(other string) soakFault {
 			apply: func() { r.ev.restarts = append(r.ev.restarts, now()); r.lock.Stop(r.t) },
 			heal:  func() { r.lock.Start(r.t) },
 		}
+	case 8:
+		// A worker paused across a restart: a release may hand one of its
+		// queued waiters the lock before the restart, whose wake-up the
+		// paused worker reads only after it, when Redis has forgotten the
+		// grant and another worker may hold the lock.
+		i := r.rng.IntN(len(r.workers))
+		f := r.pauseWorker(i)
+		f.what = fmt.Sprintf("SIGSTOP worker %d across a restart of Redis", i)
+		f.mid = func() {
+			r.ev.restarts = append(r.ev.restarts, now())
+			r.lock.Restart(r.t)
+		}
+		return f
 	default:
 		kill := func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -507,6 +505,29 @@ func (r *soakRun) pickFault(other string) soakFault {
 			r.admin.Do(ctx, r.admin.B().ClientKill().TypePubsub().Build())
 		}
 		return soakFault{what: "CLIENT KILL TYPE pubsub", apply: kill, mid: kill, heal: nop}
+	}
+}
+
+// pauseWorker is the fault that pauses worker i (SIGSTOP) and heals by
+// resuming it (SIGCONT).
+func (r *soakRun) pauseWorker(i int) soakFault {
+	var from int64
+	return soakFault{
+		pausesWorker: 1,
+		apply: func() {
+			from = now()
+			r.paused[i] = true
+			if err := r.workers[i].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				r.t.Fatal(err)
+			}
+		},
+		heal: func() {
+			if err := r.workers[i].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				r.t.Fatal(err)
+			}
+			r.paused[i] = false
+			r.ev.pauses[i] = append(r.ev.pauses[i], soakSpan{from, now()})
+		},
 	}
 }
 
