@@ -9,10 +9,13 @@
 
 -- Returns the state of the lock at key: its mode, "read" or "write", when
 -- a read-write lock holds it, "free" when nothing does, and "foreign" when
--- a lock of another kind holds the name (the kinds share the lock key and
--- exclude each other). One HGET for a read-write lock; for the others, a
--- PTTL too, whose reply comes second (-2 when free; nil when the key is
--- not a hash, not asked).
+-- a plain mutex (a string key) holds the name. A hash without a mode is
+-- "write": one exclusive holder, which is a writer a release handed the
+-- lock to (hand_on grants the same hash whatever the kind, see rw_release)
+-- or a reentrant or fair lock; the read-write lock treats each alike, and
+-- its waiting writers queue behind it. One HGET for a read-write lock; for
+-- the others, a PTTL too, whose reply comes second (-2 when free; nil when
+-- the key is not a hash, not asked).
 local function lock_state(key)
   local mode = redis.pcall('hget', key, 'mode')
   if type(mode) == 'string' then
@@ -25,7 +28,7 @@ local function lock_state(key)
   if pttl == -2 then
     return 'free', pttl
   end
-  return 'foreign', pttl -- a hash without a mode: reentrant or fair
+  return 'write', pttl
 end
 
 -- Purges the waiting writers that stopped heart-beating (their deadline

@@ -59,7 +59,12 @@ end
 if others ~= 0 and is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
-if state ~= 'free' then
+if state == 'write' then
+  -- A writer a release handed the lock to holds a hash without a mode:
+  -- name it, so that its release leaves the lock read-locked.
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2], 'GT')
+elseif state == 'read' then
   redis.call('hset', KEYS[1], ARGV[1], 1)
   -- A held lock has an expiry: every script that makes one gives it one.
   redis.call('pexpire', KEYS[1], ARGV[2], 'GT')

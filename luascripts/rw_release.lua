@@ -22,7 +22,10 @@
 -- Releasing the last holder hands the lock to the first waiting writer, if
 -- one waits, and wakes it by name with the grant's token (queue.lua,
 -- hand_on: no reader may enter before it), else wakes every waiter (""
--- payload: the readers may all enter).
+-- payload: the readers may all enter). The first in the queue may be a
+-- waiter of another kind with the same name (reentrant, fair): the grant
+-- is what those kinds hold, a hash of the owner's id -> 1 without a mode,
+-- and a writer names its mode when it first needs it (rw.lua, lock_state).
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
@@ -44,10 +47,11 @@ local reader = redis.call('zrem', KEYS[4], ARGV[1]) == 1
 if redis.call('hlen', KEYS[1]) <= 1 then
   -- No holder is left (the mode alone, or nothing). The first waiting
   -- writer takes the lock now, and no reader may enter before it (direct
-  -- handoff: queue.lua, hand_on; the mode is overwritten). With no writer
-  -- waiting, wake every waiter: the readers may all enter.
+  -- handoff: queue.lua, hand_on; the mode goes). With no writer waiting,
+  -- wake every waiter: the readers may all enter.
   local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
-    redis.call('hset', KEYS[1], 'mode', 'write', owner, 1)
+    redis.call('del', KEYS[1])
+    redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ms)
   end)
   if not granted then

@@ -41,7 +41,9 @@ if state == 'foreign' then
 end
 if state == 'write' and holds(KEYS[1], ARGV[1]) then
   -- A release handed the lock to this owner, a waiting writer (an owner
-  -- id is new to each Lock: a re-entry does not come here).
+  -- id is new to each Lock: a re-entry does not come here). The grant
+  -- has no mode (rw_release): name it.
+  redis.call('hset', KEYS[1], 'mode', 'write')
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
 local now = server_ms()
