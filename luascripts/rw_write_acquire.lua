@@ -26,8 +26,9 @@
 -- than until an earlier deadline.
 --
 -- Returns {1, token} when acquired. Returns {0, wait} when not: the
--- milliseconds until the earliest holder's deadline (a dead reader's hold
--- ends then, though live readers keep the lock's TTL longer), or, when the
+-- lock's pttl, or, read-locked, the milliseconds until the earliest
+-- reader's deadline if sooner (a dead reader's hold ends then, though live
+-- readers keep the lock's TTL longer), or, when the
 -- lock is free but another writer is first, that writer's remaining
 -- deadline (it is woken now). Returns {0, -1} for an owner recorded as
 -- gone, and neither grants nor queues it: its caller gave up before this
@@ -72,8 +73,15 @@ if free then
   return {0, deadline - server_ms()}
 end
 wait = redis.call('pttl', KEYS[1])
-local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
-if first[2] then
-  wait = math.min(wait, tonumber(first[2]) - now)
+if state == 'read' then
+  -- The first reader's deadline is to come: purge_readers ended the holds
+  -- whose deadline passed. A write-locked lock's readers are its writer's
+  -- chain's, and dead ones among them keep nobody out before the writer's
+  -- release, which wakes the waiters: their deadlines bound nothing (and
+  -- a passed one would make the wait negative, a reply code).
+  local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
+  if first[2] then
+    wait = math.min(wait, tonumber(first[2]) - now)
+  end
 end
 return {0, wait}
