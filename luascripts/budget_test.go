@@ -112,5 +112,15 @@ func TestCommandBudget(t *testing.T) {
 	// hands the lock to the writer.
 	require.Equal(t, int64(0), rw.attempt(t, rc, luascripts.RWWriteAcquire, "w", "1")[0])
 	budget("read attempt, a writer waits", 5, func() { require.Equal(t, int64(0), read("r3")[0]) })
-	budget("read release, handing on to a writer", 13, func() { require.Equal(t, int64(1), rw.release(t, rc, luascripts.RWRelease, "r1", 1, 0)) })
+	// An RLock's attempt is recorded as waiting (rw.lua, wait_as_reader):
+	// it asks whether a writer's release let it in (HEXISTS), whether its
+	// owner is gone (ZSCORE), and records it (ZADD; PEXPIRE and PTTL to
+	// extend the key, never shortening it).
+	budget("read attempt waiting, a writer waits", 10, func() {
+		require.Equal(t, int64(0), rw.attempt(t, rc, luascripts.RWReadAcquire, "r4", "1")[0])
+	})
+	// The handing-on release deletes the mode with the lock: the grant is
+	// a hash of the owner alone, which any hash kind first in the queue
+	// can hold (rw_release.lua).
+	budget("read release, handing on to a writer", 14, func() { require.Equal(t, int64(1), rw.release(t, rc, luascripts.RWRelease, "r1", 1, 0)) })
 }

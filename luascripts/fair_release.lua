@@ -21,22 +21,28 @@
 --
 -- Wake-ups name the owner they are for: only that waiter retries. The
 -- last release hands the lock to the first waiter at once (queue.lua,
--- hand_on).
+-- hand_on). With nobody queued, a fair lock has no waiter, but locks of
+-- other kinds with the same name may (a read-write lock's readers, which
+-- never queue): the release wakes every waiter ("" payload), as theirs
+-- would. So does a waiter leaving the queue of a free lock last.
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
 if not ended then
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
-    wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2])
+    wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2], '')
   end
   return 0
 end
 if ended == 'kept' then
   return 1
 end
-hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
+local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], ms)
 end)
+if not granted then
+  redis.call(ARGV[3], ARGV[2], '')
+end
 return 1

@@ -150,7 +150,7 @@ func TestRWReleaseHandsOnToTheFirstWriter(t *testing.T) {
 	// The last reader's release hands the lock to a.
 	require.Equal(t, int64(1), k.release(t, rc, luascripts.RWRelease, "r", 1, 0))
 	mode, owners := k.rwHolders(t, rc)
-	assert.Equal(t, "write", mode)
+	assert.Equal(t, "", mode, "the grant is a hash of the owner alone, as every hash kind holds it")
 	assert.Equal(t, []string{"a"}, owners, "the release grants the first writer")
 	handed := k.handedTo(t, rc, payloads, "a", r[1])
 	assert.Equal(t, int64(0), read("n")[0], "a reader stays out")
@@ -159,6 +159,8 @@ func TestRWReleaseHandsOnToTheFirstWriter(t *testing.T) {
 	require.Equal(t, int64(1), a[0], "the writer's attempt takes the grant up")
 	assert.Equal(t, handed, a[1], "with the token the wake-up carried")
 	assert.Greater(t, k.pttl(t, rc), int64(55000), "and its lease")
+	mode, _ = k.rwHolders(t, rc)
+	assert.Equal(t, "write", mode, "and names its mode")
 
 	// A writer's release hands the lock to the next writer, b, who gives
 	// up: with no writer left, its withdrawal frees the lock and wakes

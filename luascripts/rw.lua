@@ -6,13 +6,23 @@
 -- on the server clock in the readers zset, so that a dead reader's hold ends
 -- at its own deadline while live readers keep renewing theirs. The hash's
 -- TTL is the latest deadline of any holder.
+--
+-- The lock is phase-fair. A reader that a writer keeps out (one holding
+-- the lock, or one waiting for it) is recorded as waiting: in the readers
+-- zset, with a deadline of a waiter timeout, but not in the hash. A
+-- writer's release lets every reader waiting then in (admit_readers)
+-- before the next writer, who waits for them; readers that come later wait
+-- for that writer.
 
 -- Returns the state of the lock at key: its mode, "read" or "write", when
 -- a read-write lock holds it, "free" when nothing does, and "foreign" when
--- a lock of another kind holds the name (the kinds share the lock key and
--- exclude each other). One HGET for a read-write lock; for the others, a
--- PTTL too, whose reply comes second (-2 when free; nil when the key is
--- not a hash, not asked).
+-- a plain mutex (a string key) holds the name. A hash without a mode is
+-- "write": one exclusive holder, which is a writer a release handed the
+-- lock to (hand_on grants the same hash whatever the kind, see rw_release)
+-- or a reentrant or fair lock; the read-write lock treats each alike, and
+-- its waiting writers queue behind it. One HGET for a read-write lock; for
+-- the others, a PTTL too, whose reply comes second (-2 when free; nil when
+-- the key is not a hash, not asked).
 local function lock_state(key)
   local mode = redis.pcall('hget', key, 'mode')
   if type(mode) == 'string' then
@@ -25,7 +35,7 @@ local function lock_state(key)
   if pttl == -2 then
     return 'free', pttl
   end
-  return 'foreign', pttl -- a hash without a mode: reentrant or fair
+  return 'write', pttl
 end
 
 -- Purges the waiting writers that stopped heart-beating (their deadline
@@ -71,4 +81,39 @@ local function purge_readers(lock, readers, now)
     return true
   end
   return false
+end
+
+-- Records owner, a reader kept out by a writer, as waiting (see above) for
+-- ms milliseconds, and returns how long it may sleep: wait, but no longer
+-- than half of ms, so that its next attempt renews the record before it
+-- lapses.
+local function wait_as_reader(readers, owner, ms, wait)
+  ms = tonumber(ms)
+  redis.call('zadd', readers, server_ms() + ms, owner)
+  extend(readers, ms)
+  local renew = math.floor(ms / 2)
+  if wait < 0 or wait > renew then
+    return renew
+  end
+  return wait
+end
+
+-- Lets the readers waiting for a writer's release in, at its release:
+-- each becomes a holder of the lock, read-locked now, until its deadline
+-- as a waiter (a granted reader that died holds it no longer), and takes
+-- its hold up by its next attempt. Holders (the writer's chain's readers)
+-- keep their counts. Reports whether any reader was waiting.
+local function admit_readers(lock, readers)
+  local now = server_ms()
+  local waiting = redis.call('zrangebyscore', readers, '(' .. now, '+inf', 'WITHSCORES')
+  if not waiting[1] then
+    return false
+  end
+  redis.call('hset', lock, 'mode', 'read')
+  for i = 1, #waiting, 2 do
+    redis.call('hsetnx', lock, waiting[i], 1)
+  end
+  -- Ascending scores: the last is the latest deadline.
+  extend(lock, tonumber(waiting[#waiting]) - now)
+  return true
 end

@@ -9,22 +9,26 @@
 -- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
--- ARGV[3]  unused (readers never queue)
--- ARGV[4]  unused (waiter timeout)
+-- ARGV[3]  "0" not to record the owner as waiting when a writer keeps it
+--          out (TryRLock); else record it (RLock)
+-- ARGV[4]  waiter timeout, milliseconds: how long the record lasts
 -- ARGV[5]  unused (wake-up channel)
 -- ARGV[6]  unused (publish command)
 -- ARGV[7]  owner id of the write hold of the caller's call chain, or ""
 --
 -- Readers are admitted when the lock is free or read-locked and no writer
--- waits (writer preference: readers cannot starve writers), or, while the
+-- waits (readers cannot starve writers), when a writer's release let them
+-- in (readers cannot be starved by writers either: rw.lua), or, while the
 -- lock is write-locked, when the caller's own chain holds the write side
--- (downgrade).
+-- (downgrade). A reader kept out by a writer is recorded as waiting
+-- (rw.lua, wait_as_reader), unless it is recorded as gone.
 --
 -- A reader does not purge dead readers: they keep no reader out. Writer
 -- attempts purge them (rw.lua, purge_readers).
 --
 -- Returns {1, token} when acquired, {0, wait} when not: when writers wait,
--- the last one's remaining deadline, else the lock's pttl.
+-- the last one's remaining deadline, else the lock's pttl; for a reader
+-- recorded as waiting, no more than half its waiter timeout.
 -- Returns {0, -1} for an owner recorded as gone, and takes nothing: its
 -- caller gave up before this attempt landed. (An attempt that is refused
 -- changes nothing, gone or not: only one that would be admitted asks.)
@@ -46,20 +50,36 @@ else
   end
   admit = not writers
 end
+if writers and state == 'read' and ARGV[3] ~= '0' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  -- A writer's release let this reader, waiting, in (rw.lua,
+  -- admit_readers): it takes its hold up. (Only an RLock waits: an owner
+  -- id is new to each call, so a TryRLock's was never let in.)
+  admit = true
+end
 if not admit then
+  local wait
   if writers then
-    -- Writers wait and take the lock first; the release of the last of
-    -- them wakes the readers. Look again by the last one's deadline in
-    -- case they all died (heartbeats also purge the dead and wake the
-    -- readers).
-    return {0, writers - server_ms()}
+    -- A writer waits and takes the lock first; its release lets this
+    -- reader in. Look again by the last writer's deadline in case they
+    -- all died (heartbeats also purge the dead and wake the readers).
+    wait = writers - server_ms()
+  else
+    wait = redis.call('pttl', KEYS[1])
   end
-  return {0, redis.call('pttl', KEYS[1])}
+  if ARGV[3] == '0' or is_gone(KEYS[6], ARGV[1]) then
+    return {0, wait}
+  end
+  return {0, wait_as_reader(KEYS[5], ARGV[1], ARGV[4], wait)}
 end
 if others ~= 0 and is_gone(KEYS[6], ARGV[1]) then
   return {0, -1}
 end
-if state ~= 'free' then
+if state == 'write' then
+  -- A writer a release handed the lock to holds a hash without a mode:
+  -- name it, so that its release leaves the lock read-locked.
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2], 'GT')
+elseif state == 'read' then
   redis.call('hset', KEYS[1], ARGV[1], 1)
   -- A held lock has an expiry: every script that makes one gives it one.
   redis.call('pexpire', KEYS[1], ARGV[2], 'GT')

@@ -1,7 +1,8 @@
 -- rw_release: end one hold of a read-write lock's owner, and wake waiters
 -- when the lock changes hands. For an owner that does not hold the lock,
--- withdraw it as a waiting writer instead (a writer giving up). Runs after
--- time.lua, fence.lua, gone.lua, wake.lua, queue.lua, rw.lua and owner.lua.
+-- withdraw it as a waiting writer or reader instead (a waiter giving up).
+-- Runs after time.lua, fence.lua, gone.lua, wake.lua, queue.lua, rw.lua
+-- and owner.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  waiting writers in arrival order (list; see queue.lua)
@@ -19,15 +20,21 @@
 --          way, is refused when it lands (and does not register it again
 --          as a waiting writer)
 --
--- Releasing the last holder hands the lock to the first waiting writer, if
--- one waits, and wakes it by name with the grant's token (queue.lua,
--- hand_on: no reader may enter before it), else wakes every waiter (""
--- payload: the readers may all enter).
+-- A writer's release lets the readers waiting at that moment in (rw.lua,
+-- admit_readers) and wakes every waiter ("" payload). Otherwise, releasing
+-- the last holder hands the lock to the first waiting writer, if one
+-- waits, and wakes it by name with the grant's token (queue.lua, hand_on:
+-- no reader may enter before it), else wakes every waiter (the readers may
+-- all enter). The first in the queue may be a
+-- waiter of another kind with the same name (reentrant, fair): the grant
+-- is what those kinds hold, a hash of the owner's id -> 1 without a mode,
+-- and a writer names its mode when it first needs it (rw.lua, lock_state).
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
 record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
 if not ended then
+  redis.call('zrem', KEYS[4], ARGV[1]) -- a waiting reader's record
   if dequeue(KEYS[2], KEYS[3], ARGV[1]) then
     if redis.call('zcard', KEYS[3]) == 0 then
       redis.call(ARGV[3], ARGV[2], '') -- readers held back by this writer may enter
@@ -42,24 +49,32 @@ if ended == 'kept' then
 end
 local reader = redis.call('zrem', KEYS[4], ARGV[1]) == 1
 if redis.call('hlen', KEYS[1]) <= 1 then
-  -- No holder is left (the mode alone, or nothing). The first waiting
-  -- writer takes the lock now, and no reader may enter before it (direct
-  -- handoff: queue.lua, hand_on; the mode is overwritten). With no writer
+  -- No holder is left (the mode alone, or nothing). A writer's release
+  -- lets the readers waiting now in before the next writer (rw.lua,
+  -- admit_readers), and wakes everyone to take their holds up. Else the
+  -- first waiting writer takes the lock now, and no reader may enter
+  -- before it (direct handoff: queue.lua, hand_on). With no writer
   -- waiting, wake every waiter: the readers may all enter.
+  redis.call('del', KEYS[1])
+  if not reader and admit_readers(KEYS[1], KEYS[4]) then
+    redis.call(ARGV[3], ARGV[2], '')
+    return 1
+  end
   local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
-    redis.call('hset', KEYS[1], 'mode', 'write', owner, 1)
+    redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ms)
   end)
   if not granted then
-    redis.call('del', KEYS[1])
     redis.call(ARGV[3], ARGV[2], '')
   end
   return 1
 end
 if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then
   -- The writer left readers of its own chain (a downgrade): the lock is
-  -- read-locked now, and other readers may join them.
+  -- read-locked now, the readers waiting join them (rw.lua,
+  -- admit_readers), and so may others while no writer waits.
   redis.call('hset', KEYS[1], 'mode', 'read')
+  admit_readers(KEYS[1], KEYS[4])
   redis.call(ARGV[3], ARGV[2], '')
 end
 return 1

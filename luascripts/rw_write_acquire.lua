@@ -26,9 +26,10 @@
 -- than until an earlier deadline.
 --
 -- Returns {1, token} when acquired. Returns {0, wait, queued[, now]} when
--- not (queue.lua, queued_reply), where wait is the
--- milliseconds until the earliest holder's deadline (a dead reader's hold
--- ends then, though live readers keep the lock's TTL longer), or, when the
+-- not (queue.lua, queued_reply), where wait is the lock's pttl, or,
+-- read-locked, the milliseconds until the earliest reader's deadline if
+-- sooner (a dead reader's hold ends then, though live readers keep the
+-- lock's TTL longer), or, when the
 -- lock is free but another writer is first, that writer's remaining
 -- deadline (it is woken now). Returns {0, -1} for an owner recorded as
 -- gone, and neither grants nor queues it: its caller gave up before this
@@ -42,7 +43,9 @@ if state == 'foreign' then
 end
 if state == 'write' and holds(KEYS[1], ARGV[1]) then
   -- A release handed the lock to this owner, a waiting writer (an owner
-  -- id is new to each Lock: a re-entry does not come here).
+  -- id is new to each Lock: a re-entry does not come here). The grant
+  -- has no mode (rw_release): name it.
+  redis.call('hset', KEYS[1], 'mode', 'write')
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
 local now = server_ms()
@@ -73,8 +76,15 @@ if free then
   return queued_reply(deadline - server_ms(), queued)
 end
 wait = redis.call('pttl', KEYS[1])
-local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
-if first[2] then
-  wait = math.min(wait, tonumber(first[2]) - now)
+if state == 'read' then
+  -- The first reader's deadline is to come: purge_readers ended the holds
+  -- whose deadline passed. A write-locked lock's readers are its writer's
+  -- chain's, and dead ones among them keep nobody out before the writer's
+  -- release, which wakes the waiters: their deadlines bound nothing (and
+  -- a passed one would make the wait negative, a reply code).
+  local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
+  if first[2] then
+    wait = math.min(wait, tonumber(first[2]) - now)
+  end
 end
 return queued_reply(wait, queued)

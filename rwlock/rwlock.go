@@ -1,26 +1,35 @@
 // Package rwlock provides a distributed read-write lock: many readers or
-// one writer, writer-preferring like sync.RWMutex.
+// one writer, phase-fair like sync.RWMutex: neither readers nor writers
+// starve.
 //
-// A writer that waits blocks new readers, so a stream of overlapping readers
-// cannot starve writers; readers already inside finish, then the writer
-// enters. Both sides are reentrant down the call chain (ownership travels in
-// ctx): a reader re-entering its read lock is admitted even while a writer
-// waits, since refusing it would deadlock. A writer may take the read lock
-// in its own call chain (downgrade): when it then unlocks the write side it
-// stays a reader and other readers may join. A reader asking for the write
-// lock in its own call chain gets relock.ErrWouldDeadlock at once (upgrade
-// would wait for itself).
+// A writer that waits blocks readers that come after it, so a stream of
+// overlapping readers cannot starve writers; readers already inside finish,
+// then the writer enters. A writer's release lets in every reader waiting
+// at that moment before the next writer, who waits for them, so a stream
+// of writers cannot starve readers either: a reader waits out at most the
+// hold under way and the one after it. Both sides are reentrant down the
+// call chain (ownership travels in ctx): a reader re-entering its read lock
+// is admitted even while a writer waits, since refusing it would deadlock.
+// A writer may take the read lock in its own call chain (downgrade): when
+// it then unlocks the write side it stays a reader and other readers may
+// join. A reader asking for the write lock in its own call chain gets
+// relock.ErrWouldDeadlock at once (upgrade would wait for itself).
 //
 // Waiting writers queue and take the lock in arrival order, so no writer
 // starves behind later writers either. The release that leaves the lock
-// without holders — the last reader's, or the writer's — hands it to the
-// first queued writer in the same script and wakes that writer alone, with
-// the grant's fencing token (a direct handoff, as the fair lock's: its
-// Lock returns on that message, and a granted writer that died holds the
-// lock no longer than its waiter timeout); with no writer queued, it wakes
-// every waiter and the readers enter. Readers do not queue: while
-// writers wait, new readers wait for all of them (writer preference), so
-// under a steady stream of writers readers wait; give writers pauses.
+// without holders, with no reader waiting for a writer's release, hands it
+// to the first queued writer in the same script and wakes that writer
+// alone, with the grant's fencing token (a direct handoff, as the fair
+// lock's: its Lock returns on that message, and a granted writer that died
+// holds the lock no longer than its waiter timeout); with no writer queued,
+// it wakes every waiter and the readers enter. A reader that a writer keeps
+// out is recorded in Redis as waiting, for its waiter timeout, renewed by
+// its attempts; one let in by a writer's release that died meanwhile holds
+// the lock no longer than that, and one that gives up is withdrawn.
+//
+// Locks of other kinds with the same name are the same lock: a reentrant
+// or fair lock's holder excludes both sides as a writer does, and waiting
+// writers queue behind it.
 //
 // # Safety model
 //
@@ -53,6 +62,12 @@ var (
 		Reenter: luascripts.RWReenter,
 		Release: luascripts.RWRelease,
 		Renew:   luascripts.RWRenew,
+		// A reader kept out by a writer is recorded as waiting (see the
+		// package doc). The heartbeat keeps no such record (its next
+		// attempt does), but a kind with one is one whose waiters leave a
+		// trace: the engine withdraws a reader that gives up, which a
+		// writer's release may have let in meanwhile.
+		Heartbeat: luascripts.WaiterHeartbeat,
 	}
 	writeSpec = kind.Spec{
 		Kind:      "rwlock",

@@ -223,3 +223,50 @@ func TestWriterNoStarvation(t *testing.T) {
 		return rwlock.New(c, name, opts...).Locker()
 	})
 }
+
+// A writer that a release handed the lock to holds it as fully as one that
+// took it: it excludes readers and writers, downgrades in its own call
+// chain, and its release leaves its chain's reader with the lock
+// read-locked, which other readers join.
+func TestHandedWriterDowngrades(t *testing.T) {
+	srv := redistest.Shared(t)
+	m := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name())
+	other := rwlock.New(locktest.Client(t, srv.Client(t)), t.Name())
+	ctx := context.Background()
+	first, err := m.Lock(ctx)
+	require.NoError(t, err)
+
+	writer := make(chan *relock.Lease, 1)
+	go func() {
+		w, err := other.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		writer <- w
+	}()
+	rc := srv.Client(t)
+	locktest.Eventually(t, "the writer to wait", func() bool {
+		n, err := rc.Do(ctx, rc.B().Zcard().Key("relock:{"+t.Name()+"}:waiters").Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	require.NoError(t, first.Unlock())
+	w := <-writer
+	require.NotNil(t, w)
+
+	_, err = m.TryRLock(ctx)
+	assert.ErrorIs(t, err, relock.ErrNotAcquired, "readers wait for the handed writer")
+	_, err = m.TryLock(ctx)
+	assert.ErrorIs(t, err, relock.ErrNotAcquired, "writers wait for the handed writer")
+	r, err := other.RLock(w.Context())
+	require.NoError(t, err, "the handed writer downgrades")
+	require.NoError(t, w.Unlock())
+	joined, err := m.TryRLock(ctx)
+	require.NoError(t, err, "the downgraded lock is read-locked")
+	_, err = m.TryLock(ctx)
+	assert.ErrorIs(t, err, relock.ErrNotAcquired, "by two readers")
+	require.NoError(t, joined.Unlock())
+	require.NoError(t, r.Unlock())
+	last, err := m.TryLock(ctx)
+	require.NoError(t, err, "free once the readers left")
+	require.NoError(t, last.Unlock())
+}

@@ -277,7 +277,9 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 // inferKind sets the kind from the layout: a string is a mutex; a hash with
 // a "mode" field a read-write lock; a hash, with a queue or without, is a
 // reentrant lock or a fair lock (a reentrant lock queues waiters that
-// starve), which look alike; a free lock with a queue may be any kind.
+// starve), which look alike, or a read-write lock's writer that a release
+// handed the lock to (its grant has no mode until the writer names it); a
+// free lock with a queue may be any kind.
 func (st *lockState) inferKind(raw *rawState) {
 	set := func(k, note string) {
 		st.Kind, st.KindCandidates, st.KindNote = k, []string{k}, note
@@ -290,11 +292,11 @@ func (st *lockState) inferKind(raw *rawState) {
 		case raw.lock.mode != "":
 			set(kindRWLock, `a hash with field "mode" and owner id → hold count`)
 		case raw.queue.exists():
-			st.KindCandidates = []string{kindFair, kindReentrant}
-			st.KindNote = "a hash of owner id → hold count, with a queue: a fair lock, or a reentrant lock with starving waiters"
+			st.KindCandidates = []string{kindFair, kindReentrant, kindRWLock}
+			st.KindNote = "a hash of owner id → hold count, with a queue: a fair lock, a reentrant lock with starving waiters, or a read-write lock's writer handed the lock"
 		default:
-			st.KindCandidates = []string{kindReentrant, kindFair}
-			st.KindNote = "a hash of owner id → hold count and no queue: a reentrant lock, or a fair lock nobody waits for"
+			st.KindCandidates = []string{kindReentrant, kindFair, kindRWLock}
+			st.KindNote = "a hash of owner id → hold count and no queue: a reentrant lock, a fair lock nobody waits for, or a read-write lock's writer handed the lock"
 		}
 	case "none":
 		switch {

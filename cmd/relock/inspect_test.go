@@ -309,9 +309,11 @@ func TestInspectFairQueue(t *testing.T) {
 	}
 
 	st, _ := inspectJSON(t, "--redis", srv.Addr(), name)
-	// A reentrant lock's starving waiters queue too: the layout fits both.
-	if st.Kind != "" || !slices.Equal(st.KindCandidates, []string{kindFair, kindReentrant}) || !st.Held || len(st.Holders) != 1 {
-		t.Errorf("kind %q candidates %v held %v holders %+v, want a fair or reentrant lock with one holder", st.Kind, st.KindCandidates, st.Held, st.Holders)
+	// A reentrant lock's starving waiters queue too, and a read-write
+	// lock's writer handed the lock holds the same hash: the layout fits
+	// all three.
+	if st.Kind != "" || !slices.Equal(st.KindCandidates, []string{kindFair, kindReentrant, kindRWLock}) || !st.Held || len(st.Holders) != 1 {
+		t.Errorf("kind %q candidates %v held %v holders %+v, want a fair, reentrant or rwlock with one holder", st.Kind, st.KindCandidates, st.Held, st.Holders)
 	}
 	if got := owners(st.Queue); !slices.Equal(got, order) || st.Counts.Queue != waiters {
 		t.Errorf("queue %v (count %d), want %v in that order", got, st.Counts.Queue, order)
@@ -361,8 +363,8 @@ func TestInspectReentrantOrFair(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := inspectJSON(t, "--redis", srv.Addr(), name)
-	if st.Kind != "" || !slices.Equal(st.KindCandidates, []string{kindReentrant, kindFair}) {
-		t.Errorf("kind %q candidates %v, want none and [reentrant fair]", st.Kind, st.KindCandidates)
+	if st.Kind != "" || !slices.Equal(st.KindCandidates, []string{kindReentrant, kindFair, kindRWLock}) {
+		t.Errorf("kind %q candidates %v, want none and [reentrant fair rwlock]", st.Kind, st.KindCandidates)
 	}
 	if len(st.Holders) != 1 || st.Holders[0].Count != 2 {
 		t.Errorf("holders %+v, want one with count 2", st.Holders)
@@ -376,6 +378,44 @@ func TestInspectReentrantOrFair(t *testing.T) {
 
 // TestInspectName checks a name with the bytes the key escapes, and a
 // custom prefix, and that --max cuts the lists and says so.
+// A fair lock's waiter that a read-write lock's release handed the lock to
+// holds what any hash kind holds: inspect does not call it a read-write
+// lock held for writing.
+func TestInspectFairHandedByRWLock(t *testing.T) {
+	srv, rc := server(t)
+	name := t.Name()
+	ctx := context.Background()
+	w, err := rwlock.New(locktest.Client(t, rc), name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *relock.Lease, 1)
+	go func() {
+		l, err := fair.New(locktest.Client(t, srv.Client(t)), name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	k := luascripts.NewKeys(relock.DefaultKeyPrefix, name)
+	locktest.Eventually(t, "the fair waiter to queue", func() bool {
+		n, err := rc.Do(ctx, rc.B().Llen().Key(k.Queue).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	if err := w.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		return
+	}
+	defer l.Unlock()
+	st, _ := inspectJSON(t, "--redis", srv.Addr(), name)
+	if st.Kind == kindRWLock || st.Mode != "" || !slices.Contains(st.KindCandidates, kindFair) || len(st.Holders) != 1 {
+		t.Errorf("kind %q mode %q candidates %v holders %+v, want a hash of one holder that may be a fair lock", st.Kind, st.Mode, st.KindCandidates, st.Holders)
+	}
+}
+
 func TestInspectName(t *testing.T) {
 	srv, rc := server(t)
 	const prefix = "app"
@@ -396,7 +436,7 @@ func TestInspectName(t *testing.T) {
 	if st.Name != name || st.Key != k.Lock || st.Prefix != prefix {
 		t.Errorf("name %q key %q prefix %q, want %q %q %q", st.Name, st.Key, st.Prefix, name, k.Lock, prefix)
 	}
-	if !slices.Equal(st.KindCandidates, []string{kindFair, kindReentrant}) || st.Fence.LastToken != 1795000000000042 {
+	if !slices.Equal(st.KindCandidates, []string{kindFair, kindReentrant, kindRWLock}) || st.Fence.LastToken != 1795000000000042 {
 		t.Errorf("kind candidates %v fence %+v", st.KindCandidates, st.Fence)
 	}
 	if !st.Truncated || len(st.Holders) != 1 || st.Counts.Holders != 2 || len(st.Queue) != 1 || st.Counts.Queue != 2 {
