@@ -428,4 +428,3 @@ func TestDeadHoldersPermitsReturn(t *testing.T) {
 	assert.Equal(t, int64(1), available(t, s))
 	unlock(t, got)
 }
-
