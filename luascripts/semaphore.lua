@@ -16,6 +16,13 @@
 
 local size_field, used_field, want_prefix = 'size', 'used', 'want:'
 
+-- Extends the TTL of the semaphore's hash or holders' zset to at least ms
+-- milliseconds, in one command: unlike the keys extend (time.lua) takes,
+-- these always have an expiry, set by the script that creates them.
+local function lengthen(key, ms)
+  redis.call('pexpire', key, ms, 'GT')
+end
+
 -- Returns the permits and the token (decimal strings) of a holder's field.
 local function holding(v)
   return string.match(v, '^(%d+) (%d+)$')
@@ -35,8 +42,8 @@ local function grant(lock, fence, holders, owner, n, ms, fresh, ...)
     redis.call('pexpire', lock, ms)
     redis.call('pexpire', holders, ms)
   else
-    extend(lock, ms)
-    extend(holders, ms)
+    lengthen(lock, ms)
+    lengthen(holders, ms)
   end
   return token
 end

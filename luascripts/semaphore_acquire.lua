@@ -52,8 +52,8 @@ if expiry and expiry > server_ms() then
   -- from now on. (A grant that expired is purged below.)
   local _, token = holding(v[3])
   redis.call('zadd', holders, server_ms() + ms, owner)
-  extend(lock, ms)
-  extend(holders, ms)
+  lengthen(lock, ms)
+  lengthen(holders, ms)
   if expiry > server_ms() + ms then
     -- The first waiter may be sleeping until the grant's expiry.
     wake_head(queue, pub, channel)
@@ -97,14 +97,24 @@ end
 
 if ARGV[3] ~= '0' then
   enqueue(queue, waiters, owner, ARGV[4], head)
-  redis.call('hset', lock, want_prefix .. owner, n)
+  if used == (tonumber(v[2]) or 0) and not resize then
+    -- Nothing else of the hash changed: settle below writes nothing.
+    redis.call('hset', lock, want_prefix .. owner, n)
+  else
+    redis.call('hset', lock, want_prefix .. owner, n, used_field, used, size_field, size)
+  end
   -- The holders' expiries go with the hash, never before it: "used"
   -- counts the permits they hold.
-  extend(lock, ARGV[4])
-  extend(holders, ARGV[4])
+  if fresh then
+    redis.call('pexpire', lock, ARGV[4])
+  else
+    lengthen(lock, ARGV[4])
+    lengthen(holders, ARGV[4])
+  end
   if not head then
     head, deadline = owner, server_ms() + tonumber(ARGV[4])
   end
+elseif used ~= (tonumber(v[2]) or 0) or resize then
+  settle(lock, holders, used, head, resize)
 end
-settle(lock, holders, used, head, resize)
 return {0, wait_for(holders, owner, head, deadline)}

@@ -15,6 +15,7 @@ if not expiry or tonumber(expiry) <= server_ms() then
   return 0
 end
 redis.call('zadd', KEYS[2], 'GT', server_ms() + tonumber(ARGV[2]), ARGV[1])
-extend(KEYS[2], ARGV[2])
-extend(KEYS[1], ARGV[2])
+-- Both keys have an expiry (see semaphore.lua, lengthen).
+redis.call('pexpire', KEYS[2], ARGV[2], 'GT')
+redis.call('pexpire', KEYS[1], ARGV[2], 'GT')
 return 1
