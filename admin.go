@@ -58,6 +58,18 @@ func (b *binding) forceUnlock(ctx context.Context, goneMs string) (bool, error) 
 	return n == luascripts.Held, nil
 }
 
+// Query runs script s, a kind's read of its state, on the lock's keys
+// with args, and returns its integer reply.
+func (b *binding) Query(ctx context.Context, s luascripts.Script, args ...string) (int64, error) {
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	if b.multi != nil {
+		return 0, b.errorf(ErrInvalid, "query: not on several masters")
+	}
+	return luascripts.QueryCall(s, b.keys, b.c.publish, args).Exec(ctx, b.c.rc).AsInt64()
+}
+
 // HoldCount returns the hold count that Redis records for the owner ctx
 // carries, for a lock whose hash maps owners to hold counts: 0 when ctx
 // carries no hold of this lock and side, or Redis no longer has it.
@@ -66,7 +78,7 @@ func (b *binding) HoldCount(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	h := heldBy(ctx, b.c, b.keys.Lock, b.spec.Mode)
-	if h == nil {
+	if h == nil || b.spec.Unshared {
 		return 0, nil
 	}
 	rc := b.c.rc

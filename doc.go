@@ -1,8 +1,9 @@
 // Package relock provides distributed locks on Redis for Go services that run
 // as many processes: a plain mutex (package mutex), a lock that nested calls
 // may take again (package reentrant), a first-come-first-served lock
-// (package fair), a read-write lock (package rwlock), and one lock over
-// several independent Redis masters (package redlock).
+// (package fair), a read-write lock (package rwlock), one lock over
+// several independent Redis masters (package redlock), and a counting
+// semaphore whose permits are leases (package semaphore).
 //
 // Every lock hangs off a Client, which holds the Redis connection (a
 // rueidis.Client the caller owns), one watchdog that renews all leases, and

@@ -135,6 +135,7 @@ func (b *binding) check() error {
 func (b *binding) acquireCall(owner string, wait, queue bool, within string) luascripts.Call {
 	return luascripts.AcquireCall(b.spec.Acquire, b.keys, luascripts.Acquire{
 		Owner: owner, LeaseMs: b.ms, Wait: wait, Queue: queue, WaiterMs: b.waiterMs, Publish: b.c.publish, Within: within,
+		Extra: b.spec.AcquireArgs,
 	})
 }
 
@@ -208,7 +209,7 @@ func (b *binding) Acquire(ctx context.Context, try bool) (*Lease, error) {
 func (b *binding) observe(ctx context.Context, try bool, o Observer) (*Lease, error) {
 	start := time.Now()
 	e := LockDone{LockStart: LockStart{Kind: b.kind(), Name: b.name, Try: try}}
-	e.Reentry = heldBy(ctx, b.c, b.keys.Lock, b.spec.Mode) != nil
+	e.Reentry = !b.spec.Unshared && heldBy(ctx, b.c, b.keys.Lock, b.spec.Mode) != nil
 	octx := o.LockStarted(ctx, e.LockStart)
 	l, err := b.acquire(ctx, try)
 	e.Wait, e.Err = time.Since(start), err
@@ -230,7 +231,7 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 		return nil, b.wrap("lock", ctxErr(ctx))
 	}
 	spec := b.spec
-	if h := heldBy(ctx, b.c, b.keys.Lock, spec.Mode); h != nil {
+	if h := heldBy(ctx, b.c, b.keys.Lock, spec.Mode); h != nil && !spec.Unshared {
 		return b.reenter(ctx, h)
 	}
 	if spec.Conflicts != "" && heldBy(ctx, b.c, b.keys.Lock, spec.Conflicts) != nil {

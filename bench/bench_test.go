@@ -297,13 +297,13 @@ func TestMergeHotKeySwitches(t *testing.T) {
 		{PerWorker: []int64{1}, Stamps: []int64{15}, Workers: []int32{2}},
 	}
 	row := HotKeyRow{Seconds: 1}
-	mergeHotKey(&row, parts, false)
+	mergeHotKey(&row, parts, false, false)
 	// Grant order: 0 (10), 2 (15), 0 (20), 1 (30): three switches.
 	if row.Acquisitions != 4 || row.SwitchesSec != 3 {
 		t.Errorf("acquisitions %d, switches/s %v; want 4 and 3", row.Acquisitions, row.SwitchesSec)
 	}
 	shared := HotKeyRow{Seconds: 1}
-	mergeHotKey(&shared, parts, true)
+	mergeHotKey(&shared, parts, true, false)
 	if shared.SwitchesSec != -1 {
 		t.Errorf("switches/s %v with overlapping holds, want -1 (not counted)", shared.SwitchesSec)
 	}

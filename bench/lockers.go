@@ -61,6 +61,9 @@ type library struct {
 	// overlaps reports that holds of this row may overlap (read locks), so
 	// holder switches mean nothing.
 	overlaps bool
+	// ordered reports that grants of this row follow arrival order even
+	// though its holds overlap (the semaphore): FIFO violations are counted.
+	ordered bool
 	// open connects to the Redis at addr and returns the locker and what
 	// closes everything open opened. Its clients count the commands they
 	// send into sent, unless nil.
@@ -80,6 +83,7 @@ var libraries = []*library{
 	relockLibrary("relock-reentrant", "relock reentrant", "reentrant.New", "relock reentrant", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockReentrant),
 	relockLibrary("relock-fair", "relock fair", "fair.New (FIFO queue)", "relock fair", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockFair),
 	relockLibrary("relock-rwlock-write", "relock rwlock", "rwlock.New, write lock", "relock rwlock (write)", inUncontended|inDistinct, relockRWWrite),
+	relockSemaphoreLibrary(),
 	relockScripts(),
 	relockNoPipelining(),
 	relockDeadline(),

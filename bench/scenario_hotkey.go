@@ -187,13 +187,14 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 	for _, part := range parts {
 		sent = addSent(sent, part.Sent)
 	}
-	mergeHotKey(&row, parts, lib.overlaps)
+	mergeHotKey(&row, parts, lib.overlaps, lib.ordered)
 	row.Server = diff(before, after).cost(row.Acquisitions, sent)
 	return row
 }
 
-// mergeHotKey fills row's figures from the processes' parts.
-func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps bool) {
+// mergeHotKey fills row's figures from the processes' parts; ordered
+// counts FIFO violations although holds overlap.
+func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 	var waits []time.Duration
 	type grant struct {
 		at     int64
@@ -246,9 +247,9 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps bool) {
 			}
 		}
 		row.SwitchesSec = float64(switches) / row.Seconds
-		if !unpaired {
-			row.FIFOViolations = overtakes(spans, fifoTolerance)
-		}
+	}
+	if (!overlaps || ordered) && !capped && !unpaired {
+		row.FIFOViolations = overtakes(spans, fifoTolerance)
 	}
 }
 

@@ -253,7 +253,7 @@ func (r *runner) redlockHotKey(ctx context.Context, lib *library) HotKeyRow {
 		row.Err = err.Error()
 		return row
 	}
-	mergeHotKey(&row, []*hotKeyPart{collectPart(stats, 0)}, false)
+	mergeHotKey(&row, []*hotKeyPart{collectPart(stats, 0)}, false, false)
 	row.Server = diff(before, after).cost(row.Acquisitions, sentRun)
 	return row
 }

@@ -2,6 +2,7 @@ package luascripts
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -44,6 +45,11 @@ import (
 //	         ARGV owner, waiter timeout ms, wake-up channel, publish command
 //	         → 1 still waiting, 0 not
 //
+// A kind may take ARGV of its own after these, the same for every acquire
+// call of one binding (kind.Spec.AcquireArgs): the semaphore's are the
+// permits wanted and the size, and it fails an acquire with a RELOCKINVALID
+// error (InvalidCode) when permits are held under another size.
+//
 // and, whatever the kind:
 //
 //	force unlock  KEYS lock, readers, gone   ARGV wake-up channel, publish
@@ -51,6 +57,10 @@ import (
 //	fence raise   KEYS fence   ARGV token → the fence, raised to token
 //	redlock renew KEYS lock, fence, gone   ARGV owner, lease ms, token
 //	              → 1 renewed (or taken back while free), 0 not held
+////	query         KEYS as acquire's   ARGV wake-up channel, publish
+//	              command, the kind's own → the kind's own (a kind's
+//	              read of its state, kind.Lock.Query: the semaphore's
+//	              Available)
 //
 // Wake-up payloads, all on the lock's channel (Keys.Wake): "" wakes every
 // waiter, "one" one waiter per client, an owner id that owner's waiter,
@@ -221,8 +231,9 @@ type Acquire struct {
 	Wait     bool // a Lock, which may queue the owner; not a TryLock, which never does
 	Queue    bool // with Wait: queue the owner if not granted; else only behind waiters queued already (the fair lock and rwlock writers always queue a Lock)
 	WaiterMs string
-	Publish  string // "publish", or "spublish" on a cluster
-	Within   string // owner of the caller's hold of the kind's Within mode, or ""
+	Publish  string   // "publish", or "spublish" on a cluster
+	Within   string   // owner of the caller's hold of the kind's Within mode, or ""
+	Extra    []string // the kind's own ARGV, after the ABI's (see kind.Spec.AcquireArgs); never modified
 }
 
 // AcquireCall is the acquire call a of script s on the lock k.
@@ -237,8 +248,32 @@ func AcquireCall(s Script, k Keys, a Acquire) Call {
 	return Call{
 		Script: s,
 		Keys:   k.acquireKeys(),
-		Args:   []string{a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within},
+		// Without Extra, append returns the literal itself: no allocation more.
+		Args: append([]string{a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within}, a.Extra...),
 	}
+}
+
+// QueryCall is the call of script s, a kind's read of its state, on the
+// lock k with the kind's own args.
+func QueryCall(s Script, k Keys, publish string, args []string) Call {
+	return Call{Script: s, Keys: k.acquireKeys(), Args: append([]string{k.Wake, publish}, args...)}
+}
+
+// InvalidCode is the code of the Redis error a script fails with when the
+// caller's arguments contradict the lock's state in Redis (a semaphore's
+// size differing from the one its permits are held under): the caller's
+// error, which the client reports as relock.ErrInvalid.
+const InvalidCode = "RELOCKINVALID"
+
+// IsInvalid reports whether err is, or wraps, a script's InvalidCode
+// error, and returns its message without the code.
+func IsInvalid(err error) (string, bool) {
+	var e *rueidis.RedisError
+	if !errors.As(err, &e) || e == nil {
+		return "", false
+	}
+	msg, found := strings.CutPrefix(e.Error(), InvalidCode+" ")
+	return msg, found
 }
 
 // ReenterCall is owner's re-entry by script s, naming the hold count after

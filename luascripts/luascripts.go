@@ -35,9 +35,10 @@ var files embed.FS
 // queue.lua keeps the queue of waiters (the fair lock's, and the mutex's
 // and reentrant lock's starving waiters); wake.lua publishes a wake-up
 // for one named waiter; rw.lua holds the read-write
-// lock's shared functions; owner.lua asks who holds a lock, taking a key of
-// another kind's type for "not held". Scripts are constants, so no other
-// package can replace one; the zero Script, None, is no script.
+// lock's shared functions; semaphore.lua the semaphore's; owner.lua asks
+// who holds a lock, taking a key of another kind's type for "not held".
+// Scripts are constants, so no other package can replace one; the zero
+// Script, None, is no script.
 type Script uint8
 
 // None is no script: a kind without re-entry or without waiter heartbeats
@@ -63,6 +64,10 @@ const (
 	RedlockRenew
 	Renew
 	ForceUnlock
+	SemaphoreAcquire
+	SemaphoreRelease
+	SemaphoreRenew
+	SemaphoreAvailable
 	numScripts
 )
 
@@ -86,6 +91,11 @@ var scripts = [numScripts]*loaded{
 	RedlockRenew:     load("time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
 	Renew:            load("time.lua", "owner.lua", "renew.lua"),
 	ForceUnlock:      load("time.lua", "gone.lua", "force_unlock.lua"),
+
+	SemaphoreAcquire:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_acquire.lua"),
+	SemaphoreRelease:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_release.lua"),
+	SemaphoreRenew:     load("time.lua", "semaphore_renew.lua"),
+	SemaphoreAvailable: load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_available.lua"),
 }
 
 // loaded is a script's text, its SHA1 and rueidis's EVALSHA/EVAL runner.

@@ -18,7 +18,7 @@
 // miniredis is a re-implementation, single-node, with no replication,
 // persistence, failover or network faults to test against. What a unit test
 // can rely on, every kind of lock does on it as on Redis: mutex, reentrant,
-// fair and rwlock; Lock, TryLock and Unlock; waiters woken by a release
+// fair, rwlock and semaphore; Lock, TryLock and Unlock (Acquire); waiters woken by a release
 // (miniredis has pub/sub); watchdog renewal; leases that expire; fencing
 // tokens; lease Contexts canceled on loss.
 //

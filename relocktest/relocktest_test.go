@@ -21,6 +21,7 @@ import (
 	"github.com/relockgo/relock/reentrant"
 	"github.com/relockgo/relock/relocktest"
 	"github.com/relockgo/relock/rwlock"
+	"github.com/relockgo/relock/semaphore"
 )
 
 // Every Client, connection and server a test made is closed by its cleanup.
@@ -58,7 +59,16 @@ var kinds = []struct {
 	{"rwlock-read", func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
 		return rwlock.New(c, name, opts...).RLocker()
 	}},
+	{"semaphore", func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {
+		return permit{semaphore.New(c, name, 1, opts...)}
+	}},
 }
+
+// permit is a semaphore of one permit as a relock.Locker.
+type permit struct{ s *semaphore.Semaphore }
+
+func (p permit) Lock(ctx context.Context) (*relock.Lease, error)    { return p.s.Acquire(ctx, 1) }
+func (p permit) TryLock(ctx context.Context) (*relock.Lease, error) { return p.s.TryAcquire(ctx, 1) }
 
 // admin returns a plain Redis client of srv, closed at cleanup.
 func admin(t *testing.T, srv *relocktest.Server) rueidis.Client {
@@ -521,4 +531,43 @@ func TestStartAndClose(t *testing.T) {
 	_, err = srv.NewClient()
 	assert.Error(t, err, "no Client after Close")
 	srv.Close() // idempotent
+}
+
+// A semaphore on the embedded server: permits counted and handed on to a
+// waiter in arrival order, and a fixed lease's permits back at FastForward.
+func TestSemaphore(t *testing.T) {
+	srv := relocktest.NewServer(t)
+	ctx := context.Background()
+	s := semaphore.New(srv.Client(t), "pool", 3, relock.WithLease(time.Minute))
+	held, err := s.Acquire(ctx, 2)
+	require.NoError(t, err)
+	one, err := s.Acquire(ctx, 1)
+	require.NoError(t, err)
+	n, err := s.Available(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	got := make(chan *relock.Lease, 1)
+	go func() {
+		l, err := semaphore.New(srv.Client(t), "pool", 3).Acquire(ctx, 2)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	rc := admin(t, srv)
+	locktest.Eventually(t, "the waiter to queue", func() bool {
+		n, err := rc.Do(ctx, rc.B().Llen().Key("relock:{pool}:queue").Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	srv.FastForward(2 * time.Minute) // both holdings expire on the server
+	select {
+	case l := <-got:
+		require.NotNil(t, l)
+		assert.Greater(t, l.Token(), one.Token())
+		require.NoError(t, l.Unlock())
+	case <-time.After(wait):
+		t.Fatal("the waiter did not get the expired holdings' permits")
+	}
+	assert.ErrorIs(t, held.Unlock(), relock.ErrLockLost)
+	assert.ErrorIs(t, one.Unlock(), relock.ErrLockLost)
 }

@@ -1,6 +1,6 @@
 // Package kind is the contract between package relock, which runs the one
 // locking engine (acquire loop, leases, watchdog, wake-ups), and the lock
-// kinds (mutex, reentrant, fair, rwlock), which describe themselves to it with
+// kinds (mutex, reentrant, fair, rwlock, semaphore), which describe themselves to it with
 // a Spec.
 //
 // The kinds import package relock for its public types, so relock cannot
@@ -41,6 +41,15 @@ type Spec struct {
 	// Within is a mode whose hold in the caller's ctx is passed to Acquire
 	// (a writer taking the read side of its own lock): "" for none.
 	Within string
+	// Unshared makes every Acquire a new owner's: a hold of the lock in the
+	// caller's ctx is not re-entered (nor refused with ErrWouldDeadlock),
+	// and HoldCount sees none. A semaphore's holdings are so: each is n
+	// permits of its own.
+	Unshared bool
+	// AcquireArgs are ARGV of the kind's own, appended to every acquire
+	// call after the ABI's (luascripts.Acquire.Extra): the semaphore's
+	// permits wanted and size, one Spec per n. Never modified.
+	AcquireArgs []string
 
 	Acquire luascripts.Script
 	// Reenter is luascripts.None for a kind that cannot be re-entered: the engine then
@@ -81,6 +90,9 @@ type Binding[L any] interface {
 	// carries: 0 when ctx carries no hold of the lock or Redis no longer
 	// has it.
 	HoldCount(ctx context.Context) (int, error)
+	// Query runs script s, a kind's read of its state, on the lock's keys
+	// with args (luascripts.QueryCall) and returns its integer reply.
+	Query(ctx context.Context, s luascripts.Script, args ...string) (int64, error)
 }
 
 // binder is the engine: a func(*relock.Client, string, *Spec,
@@ -149,3 +161,9 @@ func (l Lock[L]) ForceUnlock(ctx context.Context) (bool, error) { return l.b.For
 // carries, for a lock whose hash maps owners to hold counts: 0 when ctx
 // carries no hold of the lock or Redis no longer has it.
 func (l Lock[L]) HoldCount(ctx context.Context) (int, error) { return l.b.HoldCount(ctx) }
+
+// Query runs script s, a kind's read of its state, on the lock's keys with
+// args, and returns its integer reply, or the error Redis answered.
+func (l Lock[L]) Query(ctx context.Context, s luascripts.Script, args ...string) (int64, error) {
+	return l.b.Query(ctx, s, args...)
+}

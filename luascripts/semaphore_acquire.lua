@@ -1,0 +1,123 @@
+-- semaphore_acquire: take n permits of a semaphore for a new owner if
+-- they fit and nobody waits ahead of it; otherwise queue the owner (Lock)
+-- or not (TryLock). Runs after time.lua, fence.lua, gone.lua, wake.lua,
+-- queue.lua and semaphore.lua.
+--
+-- KEYS[1]  the lock (hash; see semaphore.lua)
+-- KEYS[2]  the fence counter
+-- KEYS[3]  the queue (list of waiting owner ids, in arrival order)
+-- KEYS[4]  the waiters' deadlines (zset: owner id -> server time, ms)
+-- KEYS[5]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- ARGV[1]  owner id
+-- ARGV[2]  lease, milliseconds
+-- ARGV[3]  "0" not to queue the owner when not granted (TryLock); else
+--          queue it (a waiter queues from its first attempt)
+-- ARGV[4]  waiter timeout, milliseconds
+-- ARGV[5]  wake-up channel
+-- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[7]  unused
+-- ARGV[8]  permits wanted, n: 1 <= n <= size
+-- ARGV[9]  size
+--
+-- Permits freed since the last release (holders whose lease expired) go
+-- first to the waiters queued, in order, before this attempt's owner.
+-- A release hands permits to queued waiters (semaphore.lua, serve), whose
+-- Acquire holds them on the wake-up; an attempt of such a waiter takes
+-- the grant up instead (its lease, {1, token}).
+--
+-- Returns {1, token} when granted. Returns {0, wait, queued[, now]} when
+-- not (queue.lua, queued_reply), where wait is how long in milliseconds
+-- nothing changes without a wake-up (see wait_for); {0, -1} for an owner
+-- recorded as gone, which is neither granted nor queued (its caller gave
+-- up before this attempt landed). Fails with a RELOCKINVALID error when
+-- permits are held under another size.
+local lock, fence, queue, waiters, holders, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local owner, ms, pub, channel = ARGV[1], tonumber(ARGV[2]), ARGV[6], ARGV[5]
+local n, size = tonumber(ARGV[8]), tonumber(ARGV[9])
+
+-- Nobody gone and nobody queued, the common case, costs one EXISTS.
+local others = redis.call('exists', gone, queue)
+if others > 0 and is_gone(gone, owner) then
+  return {0, -1}
+end
+local v = redis.pcall('hmget', lock, size_field, used_field, owner)
+if v.err then
+  -- Another kind's lock (a string) has the name: wait for its expiry
+  -- (-1: none, -2: gone already, as the reply codes say).
+  return {0, redis.call('pttl', lock)}
+end
+local expiry = v[3] and tonumber(redis.call('zscore', holders, owner))
+if expiry and expiry > server_ms() then
+  -- A release handed permits to this owner, a queued waiter: its lease
+  -- from now on. (A grant that expired is purged below.)
+  local _, token = holding(v[3])
+  redis.call('zadd', holders, server_ms() + ms, owner)
+  lengthen(lock, ms)
+  lengthen(holders, ms)
+  if expiry > server_ms() + ms then
+    -- The first waiter may be sleeping until the grant's expiry.
+    wake_head(queue, pub, channel)
+  end
+  return {1, tonumber(token)}
+end
+local fresh = false
+if not v[1] then
+  local pttl = redis.call('pttl', lock)
+  if pttl ~= -2 then
+    -- Another kind's lock (a hash without a size) has the name.
+    return {0, pttl}
+  end
+  fresh = true
+end
+local used = purge(lock, holders, tonumber(v[2]) or 0)
+local resize = nil
+if tonumber(v[1]) ~= size then
+  if used > 0 then
+    return size_conflict(size, v[1])
+  end
+  resize = size
+end
+local head, deadline, mine
+if others > 0 or not fresh then
+  used, head, deadline, mine = serve(lock, fence, queue, waiters, holders, size, used, pub, channel, owner, n)
+end
+if mine then
+  settle(lock, holders, used, head, resize)
+  return {1, tonumber(mine)}
+end
+if not head and used + n <= size then
+  local token
+  if resize then
+    token = grant(lock, fence, holders, owner, n, ms, fresh, used_field, used + n, size_field, size)
+  else
+    token = grant(lock, fence, holders, owner, n, ms, fresh, used_field, used + n)
+  end
+  return {1, tonumber(token)}
+end
+
+local queued = 0
+if ARGV[3] ~= '0' then
+  queued = 1
+  enqueue(queue, waiters, owner, ARGV[4], head)
+  if used == (tonumber(v[2]) or 0) and not resize then
+    -- Nothing else of the hash changed: settle below writes nothing.
+    redis.call('hset', lock, want_prefix .. owner, n)
+  else
+    redis.call('hset', lock, want_prefix .. owner, n, used_field, used, size_field, size)
+  end
+  -- The holders' expiries go with the hash, never before it: "used"
+  -- counts the permits they hold.
+  if fresh then
+    redis.call('pexpire', lock, ARGV[4])
+  else
+    lengthen(lock, ARGV[4])
+    lengthen(holders, ARGV[4])
+  end
+  if not head then
+    head, deadline = owner, server_ms() + tonumber(ARGV[4])
+  end
+elseif used ~= (tonumber(v[2]) or 0) or resize then
+  settle(lock, holders, used, head, resize)
+end
+return queued_reply(wait_for(holders, owner, head, deadline), queued)

@@ -1,0 +1,38 @@
+-- semaphore_available: how many permits of a semaphore are free now.
+-- Frees the permits of holders whose lease expired, handing them to the
+-- waiters queued as a release does. Runs after time.lua, fence.lua,
+-- gone.lua, wake.lua, queue.lua and semaphore.lua.
+--
+-- KEYS[1]  the lock (hash; see semaphore.lua)
+-- KEYS[2]  the fence counter
+-- KEYS[3]  the queue (list of waiting owner ids)
+-- KEYS[4]  the waiters' deadlines (zset)
+-- KEYS[5]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[6]  unused (gone)
+-- ARGV[1]  wake-up channel
+-- ARGV[2]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[3]  size
+--
+-- Returns size minus the permits held. Fails with a RELOCKINVALID error
+-- when permits are held under another size; returns 0 when another kind's
+-- lock has the name.
+local lock, fence, queue, waiters, holders = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local size = tonumber(ARGV[3])
+local v = redis.pcall('hmget', lock, size_field, used_field)
+if v.err then
+  return 0
+end
+if not v[1] then
+  return redis.call('exists', lock) == 1 and 0 or size
+end
+local held = tonumber(v[2]) or 0
+local used = purge(lock, holders, held)
+if used > 0 and tonumber(v[1]) ~= size then
+  return size_conflict(size, v[1])
+end
+if used ~= held then
+  local head
+  used, head = serve(lock, fence, queue, waiters, holders, tonumber(v[1]), used, ARGV[2], ARGV[1])
+  settle(lock, holders, used, head)
+end
+return size - used

@@ -1,0 +1,57 @@
+-- semaphore_release: give back an owner's permits, handing them to the
+-- waiters at the head of the queue that now fit; for an owner that holds
+-- none, leave the queue instead (a waiter giving up), which may let the
+-- waiters behind it in. Runs after time.lua, fence.lua, gone.lua, wake.lua,
+-- queue.lua and semaphore.lua.
+--
+-- KEYS[1]  the lock (hash; see semaphore.lua)
+-- KEYS[2]  the queue (list of waiting owner ids)
+-- KEYS[3]  the waiters' deadlines (zset)
+-- KEYS[4]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[5]  the gone owners (zset; see gone.lua)
+-- KEYS[6]  the fence counter (the tokens of handed-on grants)
+-- ARGV[1]  owner id
+-- ARGV[2]  wake-up channel
+-- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
+-- ARGV[4]  unused: a holding is never re-entered, so a release ends it
+-- ARGV[5]  gone, milliseconds: "0" for a normal release; n > 0 also records
+--          the owner as gone for n ms (see gone.lua)
+--
+-- Each waiter granted is woken by name with "owner token"; nobody else is
+-- woken.
+--
+-- Returns 1 when released, 0 when the owner held no permits.
+local lock, queue, waiters, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
+record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
+local v = redis.pcall('hmget', lock, owner, size_field, used_field)
+if v.err then
+  -- Another kind's lock (a string) has the name.
+  return 0
+end
+local used = tonumber(v[3]) or 0
+local released = 0
+if v[1] then
+  used = used - tonumber((holding(v[1])))
+  released = 1
+  if used == 0 and redis.call('exists', queue) == 0 then
+    -- The last permit back, nobody queued: the common case, one DEL.
+    redis.call('del', lock, holders)
+    return released
+  end
+  redis.call('hdel', lock, owner)
+  redis.call('zrem', holders, owner)
+elseif dequeue(queue, waiters, owner) then
+  redis.call('hdel', lock, want_prefix .. owner)
+else
+  return 0
+end
+if not v[2] then
+  -- The hash expired under the waiter (nothing held): nothing to hand on.
+  return released
+end
+used = purge(lock, holders, used)
+local head
+used, head = serve(lock, fence, queue, waiters, holders, tonumber(v[2]), used, pub, channel)
+settle(lock, holders, used, head)
+return released
