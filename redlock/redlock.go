@@ -55,8 +55,11 @@
 // on different majorities, and, since each master's counter has the server
 // clock as its floor, across masters that restart empty.
 //
-// Close the Clients of a redlock together: the first one tracks its
-// leases, and each serves its master.
+// Close the Clients of a redlock together, in any order, and close their
+// rueidis clients after all of them: the first master's Client tracks the
+// redlock's leases, and its Close releases those still held on every
+// master, through each master's rueidis client, whether that master's
+// Client was closed before it or not.
 package redlock
 
 import (
