@@ -255,7 +255,9 @@ func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vo
 	if len(granted) >= m.quorum {
 		// The token is the largest the quorum issued; written back to the
 		// quorum, it makes every later quorum, which shares a master with
-		// this one, issue a larger one.
+		// this one, issue a larger one — while that master remembers it:
+		// past masters that restart empty, only their clocks' agreement
+		// keeps tokens increasing (see the redlock package doc).
 		raised, rerr := m.raise(ctx, granted, token)
 		if raised >= m.quorum {
 			lease, err := b.grant(ctx, owner, token, start, time.Time{})

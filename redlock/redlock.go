@@ -59,8 +59,20 @@
 // Lock returns it is written back to that majority (one more parallel
 // round trip), so any later majority — which shares a master with this one
 // — issues a larger token: tokens keep increasing across grants that land
-// on different majorities, and, since each master's counter has the server
-// clock as its floor, across masters that restart empty.
+// on different majorities.
+//
+// A master that restarts empty forgets the tokens it issued and those
+// written back to it, and its counter starts again from its server clock
+// (TIME, in µs: every counter has that clock as its floor). Across such
+// restarts tokens keep increasing only while the masters' clocks agree
+// within one lease. A later majority whose masters shared with the one a
+// token was written back to all restarted empty since issues a token from
+// its own clocks; by the restart rule above it asks at least a lease after
+// that token was issued, so its token is larger unless the clock that
+// issued the earlier one led its clocks by more than the time between the
+// two grants, which is at least a lease. Keep the masters' clocks
+// synchronized (NTP) well within the lease; masters that persist every
+// write need no such bound.
 //
 // Close the Clients of a redlock together, in any order, and close their
 // rueidis clients after all of them: the first master's Client tracks the
