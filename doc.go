@@ -44,7 +44,9 @@
 // resource reject a token lower than the highest it has seen.
 //
 // A lock lives on one Redis master (package redlock spreads one over
-// several). Replication is asynchronous: a failover can lose a granted
+// several, whose fencing tokens survive masters that restart empty only
+// while the masters' clocks agree within a lease: see its safety model).
+// Replication is asynchronous: a failover can lose a granted
 // lock, unless the Client is made with [WithReplicaAck], which waits for
 // replicas to acknowledge each grant and fails an unacknowledged one with
 // [ErrNotReplicated]. Lock times are never taken from the client's clock:

@@ -1,6 +1,11 @@
 package relock
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/redis/rueidis"
+)
 
 // Errors returned by relock. Match them with errors.Is: most are wrapped with
 // the lock's name and what went wrong.
@@ -37,4 +42,34 @@ var (
 	// ErrInvalid reports a bad argument. It is always wrapped with what was
 	// wrong.
 	ErrInvalid = errors.New("relock: invalid argument")
+
+	// ErrUnavailable reports that too few Redis servers answered to decide:
+	// a redlock's TryLock, or its Lock when its ctx ended, whose last
+	// attempt neither a quorum of masters granted nor so many refused for
+	// another owner that no quorum could; a TryLock of a single-master
+	// kind, or its Lock when its ctx ended, whose last attempt did not
+	// reach Redis or got no answer. It never means that another owner
+	// holds the lock, and is wrapped with the servers' errors.
+	ErrUnavailable = errors.New("relock: too few redis servers answered")
 )
+
+// unavailable returns the error of op on b's lock when too few servers
+// answered: it matches ErrUnavailable and err.
+func (b *binding) unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s %s: %s: %w", ErrUnavailable, b.kind(), b.short(), op, err)
+}
+
+// failed returns the error of op on b's lock, whose last round trip
+// failed with err, joined with also (the ctx's error, or nil). It matches
+// ErrUnavailable when err says Redis was not reached or did not answer (a
+// network error or a timeout), not when Redis refused (an error reply), the
+// client was closed, the grant was not replicated, or the caller stopped
+// waiting.
+func (b *binding) failed(op string, err, also error) error {
+	switch {
+	case isRedisErr(err), errors.Is(err, rueidis.ErrClosing), errors.Is(err, ErrClosed),
+		errors.Is(err, ErrNotReplicated), errors.Is(err, errGaveUp):
+		return b.wrap(op, join(err, also))
+	}
+	return b.unavailable(op, join(err, also))
+}

@@ -72,7 +72,10 @@ type vote struct {
 // once, each within the node timeout, and holds the lock when a quorum
 // granted it with validity left; otherwise it releases what was granted
 // and, for Lock, waits for a release on any master, the shortest expiry
-// seen, or a random delay, and tries again as a new owner.
+// seen, or a random delay, and tries again as a new owner. A failed
+// attempt is decided when so many masters hold the lock for another owner
+// that no quorum could grant it (ErrNotAcquired); otherwise too few
+// masters answered, or answered in time, to decide (ErrUnavailable).
 func (m *multi) acquire(ctx context.Context, b *binding, try bool) (*Lease, error) {
 	leave, err := b.c.enterGate(ctx, b.name, try)
 	if err != nil {
@@ -93,7 +96,24 @@ func (m *multi) acquire(ctx context.Context, b *binding, try bool) (*Lease, erro
 		}
 	}()
 	bo := newBackoff()
-	held := false // an attempt found the lock held by another
+	// What the last attempt that decided found: held is set when so many
+	// masters answered for another owner that no quorum could grant the
+	// lock; unanswered is its error when too few masters answered to
+	// decide. An attempt cut short by ctx's end, with too few refusals,
+	// decides nothing: its masters were not given their time.
+	held := false
+	var unanswered error
+	// ended is Lock's error when ctx ended after an attempt that failed
+	// with err: what the last attempt that decided found.
+	ended := func(err error) error {
+		switch {
+		case held:
+			return join(b.errorf(ErrNotAcquired, "lock"), ctxErr(ctx))
+		case unanswered != nil:
+			return b.unavailable("lock", join(unanswered, ctxErr(ctx)))
+		}
+		return b.wrap("lock", join(ctxErr(ctx), err))
+	}
 	for {
 		forget()
 		owner = b.c.newOwner()
@@ -107,16 +127,19 @@ func (m *multi) acquire(ctx context.Context, b *binding, try bool) (*Lease, erro
 		if lease != nil || (err != nil && !errors.Is(err, errNoQuorum)) {
 			return lease, err
 		}
-		held = held || others > 0
 		switch {
-		case ctx.Err() != nil && held:
-			return nil, join(b.errorf(ErrNotAcquired, "lock"), ctxErr(ctx))
-		case ctx.Err() != nil:
-			return nil, b.wrap("lock", join(err, ctxErr(ctx)))
-		case try && others > 0:
+		case others > len(m.nodes)-m.quorum:
+			held, unanswered = true, nil
+		case ctx.Err() == nil:
+			held, unanswered = false, err
+		}
+		switch {
+		case try && held:
 			return nil, b.errorf(ErrNotAcquired, "try lock: %d of %d masters hold it for another owner", others, len(m.nodes))
+		case ctx.Err() != nil:
+			return nil, ended(err)
 		case try:
-			return nil, b.wrap("try lock", err)
+			return nil, b.unavailable("try lock", err)
 		}
 		if subs == nil {
 			for _, n := range m.nodes {
@@ -137,10 +160,10 @@ func (m *multi) acquire(ctx context.Context, b *binding, try bool) (*Lease, erro
 		}
 		d = d/2 + rand.N(d/2+1)
 		if err := waitAny(ctx, b.c.done, signals, d); err != nil {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return nil, join(b.errorf(ErrNotAcquired, "lock"), err)
+			if errors.Is(err, ErrClosed) {
+				return nil, b.errorf(ErrClosed, "lock: the Client closed while waiting")
 			}
-			return nil, b.errorf(ErrClosed, "lock: the Client closed while waiting")
+			return nil, ended(nil)
 		}
 	}
 }
@@ -232,7 +255,9 @@ func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vo
 	if len(granted) >= m.quorum {
 		// The token is the largest the quorum issued; written back to the
 		// quorum, it makes every later quorum, which shares a master with
-		// this one, issue a larger one.
+		// this one, issue a larger one — while that master remembers it:
+		// past masters that restart empty, only their clocks' agreement
+		// keeps tokens increasing (see the redlock package doc).
 		raised, rerr := m.raise(ctx, granted, token)
 		if raised >= m.quorum {
 			lease, err := b.grant(ctx, owner, token, start, time.Time{})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -211,32 +212,60 @@ func (c *Client) cleanup(b *binding, owner string, count int, gone bool) {
 	}
 }
 
-// releaseAll ends holds with ErrClosed and releases them in one round trip.
+// releaseAll ends holds with ErrClosed and releases them: one round trip
+// per Redis master, to every master at once, within releaseTimeout; it
+// returns when every master answered or the timeout passed. A Redlock hold
+// is released on each of its masters through that master's rueidis client,
+// not through the master's Client (Close may have ended it already, or be
+// ending it): the caller keeps the rueidis clients open.
 func (c *Client) releaseAll(holds []*hold) {
 	if len(holds) == 0 {
 		return
 	}
-	calls := make([]luascripts.Call, 0, len(holds))
-	single := holds[:0]
+	type batch struct {
+		rc    rueidis.Client
+		calls []luascripts.Call
+		locks []*binding // the lock each call releases, for the log
+	}
+	var batches []*batch
+	byRC := map[rueidis.Client]*batch{}
+	add := func(b *binding, call luascripts.Call) {
+		bt := byRC[b.c.rc]
+		if bt == nil {
+			bt = &batch{rc: b.c.rc}
+			byRC[b.c.rc] = bt
+			batches = append(batches, bt)
+		}
+		bt.calls = append(bt.calls, call)
+		bt.locks = append(bt.locks, b)
+	}
 	for _, h := range holds {
 		// Close stopped the watchdog and tracks no hold any more: end the
 		// hold's Context; stop's other steps are done.
 		h.stop(fmt.Errorf("%w: the lease was released by Close", ErrClosed), nil)
-		if h.b.multi != nil {
-			h.b.multi.release(h.owner) // on its masters, each on its own Client
+		if h.b.multi == nil {
+			add(h.b, h.b.releaseCall(h.owner, 0, false))
 			continue
 		}
-		calls = append(calls, h.b.releaseCall(h.owner, 0, false))
-		single = append(single, h)
-	}
-	holds = single
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	for i, r := range luascripts.ExecMulti(ctx, c.rc, calls...) {
-		if err := r.Error(); err != nil {
-			c.log.Warn("relock: release at Close failed; the lock expires after its lease", "lock", holds[i].b.short(), "err", err)
+		for _, n := range h.b.multi.nodes {
+			// Recorded as gone: a renewal the watchdog sent before it
+			// stopped may still land, and must not take the master back.
+			add(n, n.releaseCall(h.owner, 0, true))
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, bt := range batches {
+		wg.Go(func() {
+			for i, r := range luascripts.ExecMulti(ctx, bt.rc, bt.calls...) {
+				if err := r.Error(); err != nil {
+					c.log.Warn("relock: release at Close failed; the lock expires after its lease", "lock", bt.locks[i].short(), "err", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // newBackoff returns the backoff of retries after network errors: 10ms

@@ -13,16 +13,22 @@ import (
 
 // Lock a job over five independent Redis masters: the lock survives the
 // loss of any two of them. Each master gets its own rueidis client and its
-// own relock Client; the Clients are closed together.
+// own relock Client; the relock Clients are closed together, before the
+// rueidis clients, which the first Client's Close uses to release its
+// leases on every master.
 func Example() {
 	addrs := []string{"redis-a:6379", "redis-b:6379", "redis-c:6379", "redis-d:6379", "redis-e:6379"}
-	var nodes []*relock.Client
+	var rcs []rueidis.Client
 	for _, addr := range addrs {
 		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer rc.Close()
+		rcs = append(rcs, rc)
+	}
+	var nodes []*relock.Client
+	for _, rc := range rcs {
 		c, err := relock.New(rc)
 		if err != nil {
 			log.Fatal(err)

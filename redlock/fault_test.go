@@ -419,6 +419,60 @@ func TestTokensIncreaseAcrossMajorities(t *testing.T) {
 	}
 }
 
+// TestTokensAcrossForgetfulMastersNeedClocksWithinALease checks the bound
+// the package doc states for tokens across masters that restart empty.
+// Master 0's clock leads the others' (its counter is set ahead, as the
+// TIME floor of a leading clock would set it); masters 0 and 1 grant the
+// lock (master 2 down), so the token comes from master 0's clock and is
+// written back to both. Then master 0 is frozen, and master 1 restarts
+// empty and, as the doc's restart rule asks, waits a lease before it
+// serves: masters 1 and 2, a majority that nothing remembers the token
+// on, grant the lock next. The second token is larger when master 0's
+// lead is under a lease, and smaller (the hazard the bound excludes) when
+// it is far more.
+func TestTokensAcrossForgetfulMastersNeedClocksWithinALease(t *testing.T) {
+	const lease = 2 * time.Second
+	for _, tc := range []struct {
+		lead     time.Duration
+		increase bool
+	}{{lease / 2, true}, {time.Hour, false}} {
+		t.Run(fmt.Sprintf("lead=%v", tc.lead), func(t *testing.T) {
+			m := newMasters(t, 3, relock.WithWatchdogTimeout(lease))
+			name := t.Name()
+			ctx := context.Background()
+			// Each TryLock waits for a master that does not answer: a node
+			// timeout a loaded machine meets for those that do.
+			lock := redlock.New(m.cs, name, relock.WithNodeTimeout(time.Second))
+
+			ahead := strconv.FormatInt(time.Now().Add(tc.lead).UnixMicro(), 10)
+			require.NoError(t, m.raw[0].Do(ctx, m.raw[0].B().Set().Key(lockKey(name)+":fence").Value(ahead).Build()).Error())
+			m.srvs[2].Stop(t)
+			l1, err := lock.TryLock(ctx)
+			require.NoError(t, err, "masters 0 and 1 grant it")
+			require.NoError(t, l1.Unlock())
+
+			m.srvs[0].Pause(t)
+			defer m.srvs[0].Resume(t)
+			m.srvs[1].Stop(t)
+			m.start(t, 1)
+			restarted := time.Now()
+			m.start(t, 2)
+			// The delay is the restart rule the bound rests on, not a wait
+			// for a condition.
+			<-time.After(time.Until(restarted.Add(lease)))
+			l2, err := lock.TryLock(ctx)
+			require.NoError(t, err, "masters 1 and 2 grant it")
+			require.NoError(t, l2.Unlock())
+			t.Logf("token %d, then %d", l1.Token(), l2.Token())
+			if tc.increase {
+				assert.Greater(t, l2.Token(), l1.Token(), "a lead under a lease")
+			} else {
+				assert.Less(t, l2.Token(), l1.Token(), "a lead far over a lease: the hazard")
+			}
+		})
+	}
+}
+
 // A lease granted by a bare quorum survives the loss of one of its own
 // masters: renewals take back the masters where the lock is free.
 func TestBareQuorumLeaseSurvivesLosingItsMasters(t *testing.T) {

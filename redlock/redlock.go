@@ -14,6 +14,13 @@
 // delay, before it tries again. Use an odd N: N = 5 survives the loss of
 // two masters; N = 1 behaves like package mutex.
 //
+// An attempt that no majority granted tells why: relock.ErrNotAcquired
+// when so many masters hold the lock for another owner that no majority
+// could have granted it, and relock.ErrUnavailable, wrapping the masters'
+// errors, when the masters that did not answer in time could have made
+// the majority: too few answered to decide, which never means that
+// another owner holds the lock.
+//
 // In one process, one goroutine at a time asks the masters for a given
 // lock (through its first master's Client); the process's other callers
 // wait their turn in the process, and TryLock fails with
@@ -52,11 +59,26 @@
 // Lock returns it is written back to that majority (one more parallel
 // round trip), so any later majority — which shares a master with this one
 // — issues a larger token: tokens keep increasing across grants that land
-// on different majorities, and, since each master's counter has the server
-// clock as its floor, across masters that restart empty.
+// on different majorities.
 //
-// Close the Clients of a redlock together: the first one tracks its
-// leases, and each serves its master.
+// A master that restarts empty forgets the tokens it issued and those
+// written back to it, and its counter starts again from its server clock
+// (TIME, in µs: every counter has that clock as its floor). Across such
+// restarts tokens keep increasing only while the masters' clocks agree
+// within one lease. A later majority whose masters shared with the one a
+// token was written back to all restarted empty since issues a token from
+// its own clocks; by the restart rule above it asks at least a lease after
+// that token was issued, so its token is larger unless the clock that
+// issued the earlier one led its clocks by more than the time between the
+// two grants, which is at least a lease. Keep the masters' clocks
+// synchronized (NTP) well within the lease; masters that persist every
+// write need no such bound.
+//
+// Close the Clients of a redlock together, in any order, and close their
+// rueidis clients after all of them: the first master's Client tracks the
+// redlock's leases, and its Close releases those still held on every
+// master, through each master's rueidis client, whether that master's
+// Client was closed before it or not.
 package redlock
 
 import (
@@ -97,19 +119,25 @@ func New(nodes []*relock.Client, name string, opts ...relock.LockOption) *Mutex 
 // and returns the lease; the caller must Unlock it. ctx bounds only the
 // wait.
 //
-// Lock fails with relock.ErrNotAcquired joined with ctx.Err() when ctx
-// ends while the lock is held by another owner; relock.ErrWouldDeadlock
-// when ctx carries a lease of this lock; relock.ErrClosed when the first
-// Client is or becomes closed; relock.ErrInvalid for invalid arguments; or
-// with ctx's error joined with why the last attempt failed (too few masters
-// answered).
+// Lock fails, when ctx ends, with ctx's error joined with what the last
+// attempt that could decide found: relock.ErrNotAcquired when so many
+// masters held the lock for another owner that no majority could grant it
+// (or another goroutine of this process was still acquiring it), or
+// relock.ErrUnavailable, wrapping the masters' errors, when too few
+// masters answered to decide. It fails with relock.ErrWouldDeadlock when
+// ctx carries a lease of this lock, relock.ErrClosed when the first
+// Client is or becomes closed, and relock.ErrInvalid for invalid
+// arguments.
 func (m *Mutex) Lock(ctx context.Context) (*relock.Lease, error) { return m.l.Lock(ctx) }
 
 // TryLock makes one attempt, one parallel round trip to the masters (and
 // one more to write the token back when it acquires). It fails with
-// relock.ErrNotAcquired when no majority granted it and some master holds
-// it for another owner, with the masters' errors when too few answered,
-// and otherwise as Lock does.
+// relock.ErrNotAcquired when so many masters hold the lock for another
+// owner that no majority could grant it, or another goroutine of this
+// process is acquiring it; with relock.ErrUnavailable, wrapping the
+// masters' errors, when too few masters answered (in time) to decide —
+// which never means that another owner holds it; and otherwise as Lock
+// does.
 func (m *Mutex) TryLock(ctx context.Context) (*relock.Lease, error) { return m.l.TryLock(ctx) }
 
 // IsLocked reports whether a majority of the masters hold the lock.

@@ -119,6 +119,7 @@ func TestMinorityDownStillLocks(t *testing.T) {
 	_, err = m.TryLock(ctx)
 	require.Error(t, err, "2 of 5 masters answer")
 	assert.False(t, errors.Is(err, relock.ErrNotAcquired), "nobody holds it: %v", err)
+	assert.ErrorIs(t, err, relock.ErrUnavailable, "too few masters answered")
 }
 
 func TestBadInput(t *testing.T) {
