@@ -283,11 +283,11 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			}
 			continue
 		case err != nil && (try || isRedisErr(err)):
-			return nil, b.wrap("lock", err)
+			return nil, b.failed("lock", err, nil)
 		case err != nil:
 			b.c.log.Warn("relock: acquire failed; retrying", "lock", b.short(), "err", err)
 			if !bo.Sleep(ctx) {
-				return nil, b.wrap("lock", join(err, ctxErr(ctx)))
+				return nil, b.failed("lock", err, ctxErr(ctx))
 			}
 			continue
 		case token > 0:
