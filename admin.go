@@ -17,10 +17,12 @@ func (b *binding) IsLocked(ctx context.Context) (bool, error) {
 	if err := b.check(); err != nil {
 		return false, err
 	}
-	if b.multi != nil {
-		return b.multi.isLocked(ctx) >= b.multi.quorum, nil
-	}
-	rc := b.c.rc
+	return b.place.isLocked(ctx)
+}
+
+// isLocked reports whether the lock's key exists on its master.
+func (m master) isLocked(ctx context.Context) (bool, error) {
+	b, rc := m.b, m.b.c.rc
 	n, err := rc.Do(ctx, rc.B().Exists().Key(b.keys.Lock).Build()).AsInt64()
 	if err != nil {
 		return false, b.wrap("is locked", err)
@@ -34,18 +36,15 @@ func (b *binding) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := b.check(); err != nil {
 		return false, err
 	}
-	if b.multi != nil {
-		// Each master records the evicted owner as gone: its renewals,
-		// which take a free master back, must not undo the eviction.
-		return fan(ctx, b.multi.nodes, b.nodeTimeout, func(bg context.Context, n *binding) bool {
-			held, _ := n.forceUnlock(bg, n.goneMs)
-			return held
-		}) > 0, nil
-	}
-	// The evicted owner is not recorded as gone: it may be a waiter to
-	// which a release has just handed the lock, whose Lock is still
-	// running and would be refused the lock ever after.
-	return b.forceUnlock(ctx, "0")
+	return b.place.forceUnlock(ctx)
+}
+
+// forceUnlock deletes the lock on its master. The evicted owner is not
+// recorded as gone: it may be a waiter to which a release has just handed
+// the lock, whose Lock is still running and would be refused the lock
+// ever after.
+func (m master) forceUnlock(ctx context.Context) (bool, error) {
+	return m.b.forceUnlock(ctx, "0")
 }
 
 // forceUnlock deletes the lock on b's master and records its string owner
@@ -64,9 +63,12 @@ func (b *binding) Query(ctx context.Context, s luascripts.Script, args ...string
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	if b.multi != nil {
-		return 0, b.errorf(ErrInvalid, "query: not on several masters")
-	}
+	return b.place.query(ctx, s, args)
+}
+
+// query runs s on the lock's master.
+func (m master) query(ctx context.Context, s luascripts.Script, args []string) (int64, error) {
+	b := m.b
 	return luascripts.QueryCall(s, b.keys, b.c.publish, args).Exec(ctx, b.c.rc).AsInt64()
 }
 

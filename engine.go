@@ -40,8 +40,8 @@ type binding struct {
 	waiterMs      string
 	goneMs        string // how long an owner that gave up stays recorded as gone
 	nodeTimeout   time.Duration
-	multi         *multi // the lock's bindings on several masters (Redlock), or nil
-	err           error  // invalid name or option: every call fails with it
+	place         placement // where the lock lives: master{b}, or a quorum (Redlock)
+	err           error     // invalid name or option: every call fails with it
 }
 
 // bind is the engine's side of kind.New: every lock a kind makes is a
@@ -53,6 +53,7 @@ func bind(c *Client, name string, spec *kind.Spec, opts []LockOption) kind.Bindi
 // newBinding is bind for the engine's own use: the concrete binding.
 func newBinding(c *Client, name string, spec *kind.Spec, opts []LockOption) *binding {
 	b := &binding{c: c, spec: spec, name: name}
+	b.place = master{b}
 	cfg := lockConfig{waiterTimeout: DefaultWaiterTimeout}
 	for _, o := range opts {
 		if o != nil {
@@ -237,9 +238,13 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 	if spec.Conflicts != "" && heldBy(ctx, b.c, b.keys.Lock, spec.Conflicts) != nil {
 		return nil, b.errorf(ErrWouldDeadlock, "lock: this call chain holds its %s side", spec.Conflicts)
 	}
-	if b.multi != nil {
-		return b.multi.acquire(ctx, b, try)
-	}
+	return b.place.acquire(ctx, try)
+}
+
+// acquire is the acquire loop on one master (see binding.Acquire).
+func (m master) acquire(ctx context.Context, try bool) (*Lease, error) {
+	b := m.b
+	spec := b.spec
 	within := ""
 	if spec.Within != "" {
 		if h := heldBy(ctx, b.c, b.keys.Lock, spec.Within); h != nil {
@@ -392,7 +397,7 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 // never returns a lease about to lapse.
 func (w *waiter) handedOver() (until time.Time, token int64) {
 	b := w.b
-	if w.sub == nil || w.queuedAt.IsZero() || b.fixed || b.multi != nil || b.c.ack.replicas > 0 {
+	if w.sub == nil || w.queuedAt.IsZero() || b.fixed || b.c.ack.replicas > 0 {
 		return time.Time{}, 0
 	}
 	if token = w.sub.Granted(w.owner); token == 0 {

@@ -65,14 +65,7 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent, ha
 		}
 		h.stop(b.errorf(ErrLockLost, "%v", why), nil)
 	}
-	switch {
-	case b.multi != nil:
-		h.entry = b.multi.entry(b, owner, token, sent, lost)
-	case !handed.IsZero():
-		h.entry = watchdog.NewHandedEntry(b.renewCall(owner), b.lease, handed, lost)
-	default:
-		h.entry = watchdog.NewEntry(b.renewCall(owner), b.lease, !b.fixed, sent, lost)
-	}
+	h.entry = b.place.entry(owner, token, sent, handed, lost)
 	if !time.Now().Before(h.entry.ValidUntil()) {
 		// The reply took longer than the lease: another owner may hold
 		// the lock already. Ours is released behind it (owner-checked).
@@ -100,6 +93,17 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent, ha
 // lostHook, when set (by tests only), runs when the watchdog found a hold
 // lost, before the hold ends.
 var lostHook atomic.Pointer[func()]
+
+// entry is the watchdog entry of owner's hold on one master: renewed every
+// third of the lease with the kind's renewal script unless the lease is
+// fixed; a hand-over's until handed first.
+func (m master) entry(owner string, _ int64, sent, handed time.Time, lost func(error)) *watchdog.Entry {
+	b := m.b
+	if !handed.IsZero() {
+		return watchdog.NewHandedEntry(b.renewCall(owner), b.lease, handed, lost)
+	}
+	return watchdog.NewEntry(b.renewCall(owner), b.lease, !b.fixed, sent, lost)
+}
 
 // stop ends the hold with cause: context.Canceled after its last Unlock
 // (released says how that release went), ErrLockLost when it was lost. The

@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -193,7 +194,7 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 		return cause
 	}
 	sent := time.Now()
-	held, err := b.extend(ctx, h.owner, h.token, d)
+	held, err := b.place.extend(ctx, h.owner, h.token, strconv.FormatInt(d.Milliseconds(), 10))
 	switch {
 	case err != nil:
 		return b.wrap("extend", err)

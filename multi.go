@@ -15,13 +15,15 @@ import (
 	"github.com/relockgo/relock/watchdog"
 )
 
-// multi is a lock held on several independent Redis masters (Redlock):
-// the lock's binding on each master. A binding with a multi is the lock as
-// its users see it; its Client (the first master's) tracks its holds,
-// renews them with its watchdog, and releases them at Close.
-type multi struct {
-	nodes  []*binding // the lock on each master, with the lock's lease
-	quorum int        // len(nodes)/2 + 1
+// quorum is the placement of a lock held on several independent Redis
+// masters (Redlock): the lock's binding on each master. Its own binding,
+// b, is the lock as its users see it; b's Client (the first master's)
+// tracks its holds, renews them with its watchdog, and releases them at
+// Close.
+type quorum struct {
+	b        *binding   // the lock as its users see it, on the first master's Client
+	nodes    []*binding // the lock on each master, with the lock's lease
+	majority int        // len(nodes)/2 + 1: how many masters make a quorum
 }
 
 // bindMulti is the engine's side of kind.NewMulti.
@@ -31,8 +33,8 @@ func bindMulti(cs []*Client, name string, spec *kind.Spec, opts []LockOption) ki
 		home = cs[0]
 	}
 	b := newBinding(home, name, spec, opts)
-	m := &multi{quorum: len(cs)/2 + 1}
-	b.multi = m
+	q := &quorum{b: b, majority: len(cs)/2 + 1}
+	b.place = q
 	invalid := func(format string, args ...any) {
 		if b.err == nil {
 			b.err = b.errorf(ErrInvalid, format, args...)
@@ -57,7 +59,7 @@ func bindMulti(cs []*Client, name string, spec *kind.Spec, opts []LockOption) ki
 		n := newBinding(c, name, spec, opts)
 		// Every master holds the lock for the same lease: the lock's.
 		n.lease, n.ms, n.fixed, n.goneMs = b.lease, b.ms, b.fixed, b.goneMs
-		m.nodes = append(m.nodes, n)
+		q.nodes = append(q.nodes, n)
 	}
 	return b
 }
@@ -76,7 +78,8 @@ type vote struct {
 // attempt is decided when so many masters hold the lock for another owner
 // that no quorum could grant it (ErrNotAcquired); otherwise too few
 // masters answered, or answered in time, to decide (ErrUnavailable).
-func (m *multi) acquire(ctx context.Context, b *binding, try bool) (*Lease, error) {
+func (q *quorum) acquire(ctx context.Context, try bool) (*Lease, error) {
+	b := q.b
 	leave, err := b.c.enterGate(ctx, b.name, try)
 	if err != nil {
 		return nil, err
@@ -122,27 +125,27 @@ func (m *multi) acquire(ctx context.Context, b *binding, try bool) (*Lease, erro
 			signals[i] = s.NextFor(owner)
 		}
 		start := time.Now()
-		votes := m.attempt(ctx, owner)
-		lease, wait, others, err := m.decide(ctx, b, owner, votes, start)
+		votes := q.attempt(ctx, owner)
+		lease, wait, others, err := q.decide(ctx, b, owner, votes, start)
 		if lease != nil || (err != nil && !errors.Is(err, errNoQuorum)) {
 			return lease, err
 		}
 		switch {
-		case others > len(m.nodes)-m.quorum:
+		case others > len(q.nodes)-q.majority:
 			held, unanswered = true, nil
 		case ctx.Err() == nil:
 			held, unanswered = false, err
 		}
 		switch {
 		case try && held:
-			return nil, b.errorf(ErrNotAcquired, "try lock: %d of %d masters hold it for another owner", others, len(m.nodes))
+			return nil, b.errorf(ErrNotAcquired, "try lock: %d of %d masters hold it for another owner", others, len(q.nodes))
 		case ctx.Err() != nil:
 			return nil, ended(err)
 		case try:
 			return nil, b.unavailable("try lock", err)
 		}
 		if subs == nil {
-			for _, n := range m.nodes {
+			for _, n := range q.nodes {
 				subs = append(subs, n.c.hub.Join(n.keys.Wake))
 			}
 			continue // a release before the joins published to nobody here
@@ -233,7 +236,7 @@ var errNoQuorum = errors.New("no quorum of masters granted the lock")
 // decide turns an attempt's votes into a lease, or releases its grants. It
 // returns the lease, else the shortest wait the masters holding it for
 // others reported (-1 if none), how many of them did, and why it failed.
-func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vote, start time.Time) (*Lease, int64, int, error) {
+func (q *quorum) decide(ctx context.Context, b *binding, owner string, votes []vote, start time.Time) (*Lease, int64, int, error) {
 	var granted []*binding
 	var token int64
 	wait, others := int64(luascripts.WaitUnknown), 0
@@ -243,7 +246,7 @@ func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vo
 		case v.err != nil:
 			errs = append(errs, fmt.Errorf("master %d: %w", i, v.err))
 		case v.token > 0:
-			granted = append(granted, m.nodes[i])
+			granted = append(granted, q.nodes[i])
 			token = max(token, v.token)
 		default:
 			others++
@@ -252,14 +255,14 @@ func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vo
 			}
 		}
 	}
-	if len(granted) >= m.quorum {
+	if len(granted) >= q.majority {
 		// The token is the largest the quorum issued; written back to the
 		// quorum, it makes every later quorum, which shares a master with
 		// this one, issue a larger one — while that master remembers it:
 		// past masters that restart empty, only their clocks' agreement
 		// keeps tokens increasing (see the redlock package doc).
-		raised, rerr := m.raise(ctx, granted, token)
-		if raised >= m.quorum {
+		raised, rerr := q.raise(ctx, granted, token)
+		if raised >= q.majority {
 			lease, err := b.grant(ctx, owner, token, start, time.Time{})
 			if lease != nil || err != nil {
 				return lease, wait, others, err // grant released it if it failed
@@ -269,23 +272,23 @@ func (m *multi) decide(ctx context.Context, b *binding, owner string, votes []vo
 			errs = append(errs, fmt.Errorf("the token reached %d of %d masters: %w", raised, len(granted), rerr))
 		}
 		// grant or raise failed: release every master's grant.
-		m.cleanup(owner, false)
+		q.cleanup(owner, 0, false)
 		return nil, wait, others, fmt.Errorf("%w: %w", errNoQuorum, errors.Join(errs...))
 	}
 	for _, n := range granted {
 		n.c.abandon(n, owner, 0, false)
 	}
 	return nil, wait, others, fmt.Errorf("%w: %d of %d masters granted it, %d hold it for another owner: %w",
-		errNoQuorum, len(granted), len(m.nodes), others, errors.Join(errs...))
+		errNoQuorum, len(granted), len(q.nodes), others, errors.Join(errs...))
 }
 
 // attempt asks every master at once to grant the lock to owner, each
 // within the node timeout. A master that does not answer in time has its
 // attempt undone in the background when the answer comes (waiter.attempt).
-func (m *multi) attempt(ctx context.Context, owner string) []vote {
-	votes := make([]vote, len(m.nodes))
+func (q *quorum) attempt(ctx context.Context, owner string) []vote {
+	votes := make([]vote, len(q.nodes))
 	var wg sync.WaitGroup
-	for i, n := range m.nodes {
+	for i, n := range q.nodes {
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, n.nodeTimeout)
 			defer cancel()
@@ -323,7 +326,7 @@ func fan(ctx context.Context, nodes []*binding, d time.Duration, call func(conte
 
 // raise writes token back to the fence of each of nodes, and returns on
 // how many it was written, and why not on the others.
-func (m *multi) raise(ctx context.Context, nodes []*binding, token int64) (int, error) {
+func (q *quorum) raise(ctx context.Context, nodes []*binding, token int64) (int, error) {
 	// The masters here just answered; the write-back only has to finish
 	// well within the lease's validity (grant checks what is left), not
 	// within the acquire's node timeout.
@@ -345,41 +348,42 @@ func (m *multi) raise(ctx context.Context, nodes []*binding, token int64) (int, 
 }
 
 // entry returns the watchdog entry of owner's hold, confirmed at sent.
-func (m *multi) entry(b *binding, owner string, token int64, sent time.Time, lost func(error)) *watchdog.Entry {
+func (q *quorum) entry(owner string, token int64, sent, _ time.Time, lost func(error)) *watchdog.Entry {
+	b := q.b
 	if b.fixed {
 		return watchdog.NewEntry(b.renewCall(owner), b.lease, false, sent, lost)
 	}
-	return watchdog.NewOwnEntry(m.renewal(owner, token), b.lease, sent, lost)
+	return watchdog.NewOwnEntry(q.renewal(owner, token), b.lease, sent, lost)
 }
 
 // extend renews owner's hold on every master for ms milliseconds, and
 // reports whether a quorum still held it; an error when too few answered.
-func (m *multi) extend(ctx context.Context, owner string, token int64, ms string) (bool, error) {
-	return m.renew(ctx, owner, token, ms)
+func (q *quorum) extend(ctx context.Context, owner string, token int64, ms string) (bool, error) {
+	return q.renew(ctx, owner, token, ms)
 }
 
 // renewal renews owner's hold on every master at once. The hold is still
 // held when a quorum renewed it, and lost when so many masters refused that
 // no quorum can; otherwise (masters that did not answer) the outcome is
 // unknown and the watchdog tries again until the hold's validity passes.
-func (m *multi) renewal(owner string, token int64) watchdog.Renewal {
-	ms := m.nodes[0].ms
-	return func(ctx context.Context) (bool, error) { return m.renew(ctx, owner, token, ms) }
+func (q *quorum) renewal(owner string, token int64) watchdog.Renewal {
+	ms := q.nodes[0].ms
+	return func(ctx context.Context) (bool, error) { return q.renew(ctx, owner, token, ms) }
 }
 
 // renew is a renewal of owner's hold for ms milliseconds. On a master where
 // the lock is free it takes it back for owner, with its fence raised to
 // token (redlock_renew.lua): a hold granted by a bare quorum then survives
 // the loss of one of its masters, as long as a quorum is reachable.
-func (m *multi) renew(ctx context.Context, owner string, token int64, ms string) (bool, error) {
+func (q *quorum) renew(ctx context.Context, owner string, token int64, ms string) (bool, error) {
 	type answer struct {
 		held bool
 		err  error
 	}
-	answers := make(chan answer, len(m.nodes))
+	answers := make(chan answer, len(q.nodes))
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the answers not needed any more
-	for _, n := range m.nodes {
+	for _, n := range q.nodes {
 		go func() {
 			a, err := within(rctx, n.c, func(bg context.Context) answer {
 				call := luascripts.RedlockRenewCall(n.keys, owner, ms, token)
@@ -394,7 +398,7 @@ func (m *multi) renew(ctx context.Context, owner string, token int64, ms string)
 	}
 	held, refused := 0, 0
 	var errs []error
-	for range m.nodes {
+	for range q.nodes {
 		a := <-answers
 		switch {
 		case a.err != nil:
@@ -405,32 +409,33 @@ func (m *multi) renew(ctx context.Context, owner string, token int64, ms string)
 			refused++
 		}
 		switch {
-		case held >= m.quorum:
+		case held >= q.majority:
 			return true, nil
-		case refused > len(m.nodes)-m.quorum:
+		case refused > len(q.nodes)-q.majority:
 			return false, nil
 		}
 	}
-	return false, fmt.Errorf("renewed on %d of %d masters: %w", held, len(m.nodes), errors.Join(errs...))
+	return false, fmt.Errorf("renewed on %d of %d masters: %w", held, len(q.nodes), errors.Join(errs...))
 }
 
-// release ends owner's hold on every master, each retrying until
-// releaseTimeout, and reports whether the owner still held it: false only
-// when more masters answered "not held" than a quorum leaves room for. It returns once a
-// quorum of masters released it, or every master answered, or a quorum
-// answered and the others had the node timeout more; the rest go on in the
-// background (a dead master's release retries there until it gives up).
-func (m *multi) release(owner string) (held bool, err error) {
+// release ends owner's whole hold on every master (a hold is one count on
+// each), each retrying until ctx ends, and reports whether the owner still
+// held it: false only when more masters answered "not held" than a quorum
+// leaves room for. It returns once a quorum of masters released it, or
+// every master answered, or a quorum answered and the others had the node
+// timeout more; the rest go on in the background (a dead master's release
+// retries there until ctx ends).
+func (q *quorum) release(ctx context.Context, owner string, _ int) (held bool, err error) {
 	type answer struct {
 		held bool
 		err  error
 	}
-	answers := make(chan answer, len(m.nodes))
-	for _, n := range m.nodes {
+	answers := make(chan answer, len(q.nodes))
+	for _, n := range q.nodes {
 		if !n.c.spawn(func() {
 			// Recorded as gone: a renewal still on its way cannot take
 			// the master back after this release.
-			h, err := n.releaseWith(owner, 0, true)
+			h, err := n.releaseIn(ctx, owner, 0, true)
 			answers <- answer{h, err}
 		}) {
 			answers <- answer{err: n.errorf(ErrClosed, "release")}
@@ -440,7 +445,7 @@ func (m *multi) release(owner string) (held bool, err error) {
 	var errs []error
 	var late <-chan time.Time
 wait:
-	for answered+failed < len(m.nodes) {
+	for answered+failed < len(q.nodes) {
 		select {
 		case a := <-answers:
 			switch {
@@ -453,41 +458,67 @@ wait:
 			default:
 				answered++
 			}
-			if holders >= m.quorum {
+			if holders >= q.majority {
 				// Released where it was held by a quorum: the lock is free
 				// for others now; the rest go on in the background.
 				break wait
 			}
-			if answered >= m.quorum && late == nil {
-				late = time.After(m.nodes[0].nodeTimeout)
+			if answered >= q.majority && late == nil {
+				late = time.After(q.nodes[0].nodeTimeout)
 			}
 		case <-late:
 			break wait
 		}
 	}
-	if answered < m.quorum {
-		return false, fmt.Errorf("released on %d of %d masters (the rest expire after the lease): %w", answered, len(m.nodes), errors.Join(errs...))
+	if answered < q.majority {
+		return false, fmt.Errorf("released on %d of %d masters (the rest expire after the lease): %w", answered, len(q.nodes), errors.Join(errs...))
 	}
 	// Lost only when so many masters answered "not held" that no quorum
 	// can have been the owner's: a master lost since the last renewal
 	// (not yet taken back) does not make a valid hold lost.
-	return answered-holders <= len(m.nodes)-m.quorum, nil
+	return answered-holders <= len(q.nodes)-q.majority, nil
 }
 
-// cleanup releases owner on every master, best-effort, recording it as
-// gone where gone is set.
-func (m *multi) cleanup(owner string, gone bool) {
-	for _, n := range m.nodes {
+// cleanup releases owner on every master, best-effort and in the
+// background of each master's Client, recording it as gone where gone is
+// set. A hold is one count on every master: count is not used.
+func (q *quorum) cleanup(owner string, _ int, gone bool) {
+	for _, n := range q.nodes {
 		n.c.abandon(n, owner, 0, gone)
 	}
 }
 
+// closeCalls adds the release of owner's hold on every master, each
+// recording owner as gone: a renewal the watchdog sent before it stopped
+// may still land, and must not take the master back.
+func (q *quorum) closeCalls(owner string, add func(*binding, luascripts.Call)) {
+	for _, n := range q.nodes {
+		add(n, n.releaseCall(owner, 0, true))
+	}
+}
+
 // isLocked reports whether a quorum of masters holds the lock.
-func (m *multi) isLocked(ctx context.Context) int {
-	return fan(ctx, m.nodes, m.nodes[0].nodeTimeout, func(bg context.Context, n *binding) bool {
+func (q *quorum) isLocked(ctx context.Context) (bool, error) {
+	n := fan(ctx, q.nodes, q.nodes[0].nodeTimeout, func(bg context.Context, n *binding) bool {
 		v, err := n.c.rc.Do(bg, n.c.rc.B().Exists().Key(n.keys.Lock).Build()).AsInt64()
 		return err == nil && v == 1
 	})
+	return n >= q.majority, nil
+}
+
+// forceUnlock deletes the lock on every master. Each records the evicted
+// owner as gone: its renewals, which take a free master back, must not
+// undo the eviction.
+func (q *quorum) forceUnlock(ctx context.Context) (bool, error) {
+	return fan(ctx, q.nodes, q.b.nodeTimeout, func(bg context.Context, n *binding) bool {
+		held, _ := n.forceUnlock(bg, n.goneMs)
+		return held
+	}) > 0, nil
+}
+
+// query is refused: a kind's read of its state is of one master's keys.
+func (q *quorum) query(context.Context, luascripts.Script, []string) (int64, error) {
+	return 0, q.b.errorf(ErrInvalid, "query: not on several masters")
 }
 
 // waitAny sleeps until one of signals fires, d passes, ctx ends (its

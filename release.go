@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -39,7 +38,7 @@ func (h *hold) unlock(ctx context.Context) error {
 		// Redis (the renewals were cut off, not refused): the last Unlock
 		// frees it, owner-checked.
 		if last && !errors.Is(cause, ErrClosed) {
-			h.b.release(ctx, h.owner, 0)
+			h.b.place.release(ctx, h.owner, 0)
 		}
 		return cause
 	}
@@ -48,7 +47,7 @@ func (h *hold) unlock(ctx context.Context) error {
 		// hold, or Close is: wait for the cause, then as above.
 		cause := h.wait()
 		if !errors.Is(cause, ErrClosed) {
-			h.b.release(ctx, h.owner, 0)
+			h.b.place.release(ctx, h.owner, 0)
 		}
 		return cause
 	}
@@ -59,7 +58,7 @@ func (h *hold) unlock(ctx context.Context) error {
 		// no goroutine of this call chain may still see a live Context.
 		h.end(&h.released)
 	}
-	held, err := h.b.release(ctx, h.owner, ended)
+	held, err := h.b.place.release(ctx, h.owner, ended)
 	switch {
 	case err == nil && !held:
 		// Another owner has the lock, or nobody: the hold was lost before
@@ -81,11 +80,8 @@ func (h *hold) unlock(ctx context.Context) error {
 // attempt was applied does not count down twice; and a retry that finds
 // the lock gone after an attempt with no reply takes that attempt to have
 // released it.
-func (b *binding) release(ctx context.Context, owner string, count int) (held bool, err error) {
-	if b.multi != nil {
-		return b.multi.release(owner)
-	}
-	return b.releaseIn(ctx, owner, count, false)
+func (m master) release(ctx context.Context, owner string, count int) (held bool, err error) {
+	return m.b.releaseIn(ctx, owner, count, false)
 }
 
 // releaseWith is release on one master, recording owner as gone if gone is
@@ -135,13 +131,9 @@ type sharedDeadline struct {
 	made   time.Time
 }
 
-// extend renews owner's hold for at least d from now and reports whether
-// owner still held it. It returns at ctx's end whatever Redis does.
-func (b *binding) extend(ctx context.Context, owner string, token int64, d time.Duration) (held bool, err error) {
-	ms := strconv.FormatInt(d.Milliseconds(), 10)
-	if b.multi != nil {
-		return b.multi.extend(ctx, owner, token, ms)
-	}
+// extend renews owner's hold on one master (see placement).
+func (m master) extend(ctx context.Context, owner string, _ int64, ms string) (held bool, err error) {
+	b := m.b
 	call := luascripts.RenewCall(b.spec.Renew, b.keys, owner, ms)
 	type result struct {
 		n   int64
@@ -165,10 +157,10 @@ func (b *binding) extend(ctx context.Context, owner string, token int64, d time.
 // an attempt of owner went unanswered. The caller does not wait; Close
 // does.
 func (c *Client) abandon(b *binding, owner string, count int, gone bool) {
-	if !c.spawn(func() { c.cleanup(b, owner, count, gone) }) {
+	if !c.spawn(func() { b.place.cleanup(owner, count, gone) }) {
 		// Closed: Close may be waiting for the background work already.
 		// rc is open until Close returns.
-		c.cleanup(b, owner, count, gone)
+		b.place.cleanup(owner, count, gone)
 	}
 }
 
@@ -199,12 +191,9 @@ func (c *Client) track() bool {
 	return true
 }
 
-// cleanup is abandon's release, run by the caller.
-func (c *Client) cleanup(b *binding, owner string, count int, gone bool) {
-	if b.multi != nil {
-		b.multi.cleanup(owner, gone)
-		return
-	}
+// cleanup is abandon's release on one master, run by the caller.
+func (m master) cleanup(owner string, count int, gone bool) {
+	b, c := m.b, m.b.c
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
 	if err := b.releaseCall(owner, count, gone).Exec(ctx, c.rc).Error(); err != nil && !errors.Is(err, rueidis.ErrClosing) {
@@ -243,15 +232,7 @@ func (c *Client) releaseAll(holds []*hold) {
 		// Close stopped the watchdog and tracks no hold any more: end the
 		// hold's Context; stop's other steps are done.
 		h.stop(fmt.Errorf("%w: the lease was released by Close", ErrClosed), nil)
-		if h.b.multi == nil {
-			add(h.b, h.b.releaseCall(h.owner, 0, false))
-			continue
-		}
-		for _, n := range h.b.multi.nodes {
-			// Recorded as gone: a renewal the watchdog sent before it
-			// stopped may still land, and must not take the master back.
-			add(n, n.releaseCall(h.owner, 0, true))
-		}
+		h.b.place.closeCalls(h.owner, add)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
@@ -266,6 +247,11 @@ func (c *Client) releaseAll(holds []*hold) {
 		})
 	}
 	wg.Wait()
+}
+
+// closeCalls adds the release of owner's hold on the lock's master.
+func (m master) closeCalls(owner string, add func(*binding, luascripts.Call)) {
+	add(m.b, m.b.releaseCall(owner, 0, false))
 }
 
 // newBackoff returns the backoff of retries after network errors: 10ms
