@@ -101,8 +101,12 @@ func (b *binding) errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s %s: %s", sentinel, b.kind(), b.short(), fmt.Sprintf(format, args...))
 }
 
-// wrap annotates err with the lock and the operation.
+// wrap annotates err with the lock and the operation; a closed client's
+// error takes closedErr's one shape.
 func (b *binding) wrap(op string, err error) error {
+	if errors.Is(err, rueidis.ErrClosing) {
+		return b.closedErr(op, err)
+	}
 	return fmt.Errorf("relock: %s %s: %s: %w", b.kind(), b.short(), op, err)
 }
 
@@ -271,7 +275,7 @@ func (b *binding) acquire(ctx context.Context, try bool) (*Lease, error) {
 			}
 			return nil, b.wrap("lock", join(ctxErr(ctx), unacked))
 		case err != nil && (errors.Is(err, rueidis.ErrClosing) || b.c.isClosed()):
-			return nil, b.errorf(ErrClosed, "lock: %v", err)
+			return nil, b.closedErr("lock", err)
 		case errors.Is(err, ErrNotReplicated) && try:
 			return nil, b.wrap("try lock", err)
 		case errors.Is(err, ErrNotReplicated):
