@@ -27,7 +27,8 @@ const (
 // the watchdog that renews every lease, and the wake-up subscriptions of the
 // waiters. Create one per process (or per Redis deployment) and share it;
 // its methods and its locks are safe for concurrent use. The zero Client is
-// not usable: call New.
+// not usable: call New. Every call of a lock made on a nil or zero Client,
+// and its Close, fail with ErrInvalid.
 type Client struct {
 	rc      rueidis.Client
 	prefix  string
@@ -107,8 +108,12 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 // with cause ErrClosed and their Unlock returns ErrClosed. Locks that could
 // not be released expire after their lease. Lock calls waiting on this
 // Client return ErrClosed; later calls fail with ErrClosed. Close is
-// idempotent, waits for the Client's goroutines, and always returns nil.
+// idempotent, waits for the Client's goroutines, and returns nil, or
+// ErrInvalid for a nil or zero Client.
 func (c *Client) Close() error {
+	if d := clientDefect(c); d != "" {
+		return fmt.Errorf("%w: close: %s", ErrInvalid, d)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

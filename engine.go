@@ -60,14 +60,14 @@ func newBinding(c *Client, name string, spec *kind.Spec, opts []LockOption) *bin
 		}
 	}
 	switch {
-	case c == nil:
-		b.err = b.errorf(ErrInvalid, "nil Client")
+	case clientDefect(c) != "":
+		b.err = b.errorf(ErrInvalid, "%s", clientDefect(c))
 	case name == "":
 		b.err = b.errorf(ErrInvalid, "empty name")
 	case cfg.err != nil:
 		b.err = fmt.Errorf("%w (%s %s)", cfg.err, spec.Kind, b.short())
 	}
-	if c == nil {
+	if clientDefect(c) != "" {
 		return b
 	}
 	b.keys = luascripts.NewKeys(c.prefix, name)
