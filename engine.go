@@ -110,10 +110,12 @@ func (b *binding) wrap(op string, err error) error {
 	return fmt.Errorf("relock: %s %s: %s: %w", b.kind(), b.short(), op, err)
 }
 
-// kind names the lock's kind (and side) in errors and observer events.
+// kind names the lock's kind (and side) in errors and observer events:
+// "mutex", or "rwlock.read" for a side, without spaces or brackets, so that
+// metrics and traces can take it as an attribute value.
 func (b *binding) kind() string {
 	if b.spec.Mode != "" {
-		return b.spec.Kind + " (" + b.spec.Mode + ")"
+		return b.spec.Kind + "." + b.spec.Mode
 	}
 	return b.spec.Kind
 }

@@ -32,7 +32,7 @@ type Observer interface {
 
 // LockStart describes a Lock or TryLock as it starts.
 type LockStart struct {
-	Kind string // "mutex", "reentrant", "fair", "rwlock (read)", "rwlock (write)"
+	Kind string // "mutex", "reentrant", "fair", "rwlock.read", "rwlock.write", "redlock", or a semaphore's
 	Name string // the lock's name
 	Try  bool   // TryLock
 }

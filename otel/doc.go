@@ -20,7 +20,7 @@
 // # Metrics
 //
 // Durations are in seconds. A lock's kind is the Observer's: "mutex",
-// "reentrant", "fair", "rwlock (read)", "rwlock (write)".
+// "reentrant", "fair", "rwlock.read", "rwlock.write", "redlock".
 //
 //   - relock.lock.wait.duration (histogram, s): how long Lock and TryLock
 //     took, from the call to its return, whatever the outcome.
