@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
 	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/internal/ownerid"
 	"github.com/relockgo/relock/internal/wake"
 	"github.com/relockgo/relock/watchdog"
 )
@@ -37,7 +37,7 @@ type Client struct {
 	obs     Observer // nil: none
 	ack     replicaAck
 	publish string // "publish", or "spublish" in cluster mode
-	id      string // unique per Client; owner ids are id:seq
+	id      string // unique per Client; owner ids are id:seq (see internal/ownerid)
 	seq     atomic.Uint64
 	wd      *watchdog.Watchdog
 	hub     *wake.Hub
@@ -84,7 +84,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		timeout: cfg.timeout,
 		log:     cfg.log,
 		publish: "publish",
-		id:      uuid.NewString(),
+		id:      ownerid.NewClient(cfg.label),
 		obs:     cfg.obs,
 		ack:     cfg.ack,
 		hub:     wake.NewHub(rc, sharded, cfg.log),

@@ -221,7 +221,7 @@ func (b *binding) observe(ctx context.Context, try bool, o Observer) (*Lease, er
 	if l != nil {
 		// The lease says what happened: the ctx's hold may have ended
 		// between the check above and the engine's own.
-		e.Token, e.Reentry = l.Token(), !l.first
+		e.Token, e.Reentry, e.Owner = l.Token(), !l.first, l.h.owner
 	}
 	o.LockDone(octx, e)
 	return l, err
