@@ -105,11 +105,11 @@ func (l *Lease) ValidUntil() time.Time {
 //
 // Unlock returns nil when the lease ended as asked (for the hold's last
 // lease: the lock was released); ErrNotHeld when the lease was already
-// unlocked, or is nil; ErrInvalid for a zero Lease; ErrLockLost when the hold had been lost (the lock was not this
-// owner's any more); ErrClosed when Client.Close released it. When Redis
-// does not answer in time, Unlock returns that error and the lock expires
-// after its lease. Whatever it returns, the lease's Context is done after
-// Unlock.
+// unlocked, or is nil; ErrInvalid for a zero Lease; ErrLockLost when the
+// hold had been lost (the lock was not this owner's any more); ErrClosed
+// when Client.Close released it. When Redis does not answer in time,
+// Unlock returns that error and the lock expires after its lease. Whatever
+// it returns, the lease's Context is done after Unlock.
 func (l *Lease) Unlock() error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrNotHeld)
@@ -146,9 +146,10 @@ func (l *Lease) Unlock() error {
 //
 // Extend fails with ErrLockLost when the lock is not this owner's any more
 // (its Context is then canceled with that cause), ErrNotHeld after Unlock
-// or for a nil Lease, ErrInvalid for a zero Lease, a lease the watchdog renews (taken without WithLease) or a
-// d below MinLease, ErrClosed after Client.Close, or with ctx's or Redis's
-// error, which leave the lease as it was.
+// or for a nil Lease, ErrInvalid for a zero Lease, a lease the watchdog
+// renews (taken without WithLease) or a d below MinLease, ErrClosed after
+// Client.Close, or with ctx's or Redis's error, which leave the lease as it
+// was.
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrNotHeld)
