@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
 	"github.com/relockgo/relock/internal/kind"
+	"github.com/relockgo/relock/internal/ownerid"
 	"github.com/relockgo/relock/internal/wake"
 	"github.com/relockgo/relock/watchdog"
 )
@@ -27,7 +27,8 @@ const (
 // the watchdog that renews every lease, and the wake-up subscriptions of the
 // waiters. Create one per process (or per Redis deployment) and share it;
 // its methods and its locks are safe for concurrent use. The zero Client is
-// not usable: call New.
+// not usable: call New. Every call of a lock made on a nil or zero Client,
+// and its Close, fail with ErrInvalid.
 type Client struct {
 	rc      rueidis.Client
 	prefix  string
@@ -36,7 +37,7 @@ type Client struct {
 	obs     Observer // nil: none
 	ack     replicaAck
 	publish string // "publish", or "spublish" in cluster mode
-	id      string // unique per Client; owner ids are id:seq
+	id      string // unique per Client; owner ids are id:seq (see internal/ownerid)
 	seq     atomic.Uint64
 	wd      *watchdog.Watchdog
 	hub     *wake.Hub
@@ -83,7 +84,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		timeout: cfg.timeout,
 		log:     cfg.log,
 		publish: "publish",
-		id:      uuid.NewString(),
+		id:      ownerid.NewClient(cfg.label),
 		obs:     cfg.obs,
 		ack:     cfg.ack,
 		hub:     wake.NewHub(rc, sharded, cfg.log),
@@ -107,8 +108,12 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 // with cause ErrClosed and their Unlock returns ErrClosed. Locks that could
 // not be released expire after their lease. Lock calls waiting on this
 // Client return ErrClosed; later calls fail with ErrClosed. Close is
-// idempotent, waits for the Client's goroutines, and always returns nil.
+// idempotent, waits for the Client's goroutines, and returns nil, or
+// ErrInvalid for a nil or zero Client.
 func (c *Client) Close() error {
+	if d := clientDefect(c); d != "" {
+		return fmt.Errorf("%w: close: %s", ErrInvalid, d)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -61,14 +61,14 @@ func newBinding(c *Client, name string, spec *kind.Spec, opts []LockOption) *bin
 		}
 	}
 	switch {
-	case c == nil:
-		b.err = b.errorf(ErrInvalid, "nil Client")
+	case clientDefect(c) != "":
+		b.err = b.errorf(ErrInvalid, "%s", clientDefect(c))
 	case name == "":
 		b.err = b.errorf(ErrInvalid, "empty name")
 	case cfg.err != nil:
 		b.err = fmt.Errorf("%w (%s %s)", cfg.err, spec.Kind, b.short())
 	}
-	if c == nil {
+	if clientDefect(c) != "" {
 		return b
 	}
 	b.keys = luascripts.NewKeys(c.prefix, name)
@@ -102,15 +102,21 @@ func (b *binding) errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s %s: %s", sentinel, b.kind(), b.short(), fmt.Sprintf(format, args...))
 }
 
-// wrap annotates err with the lock and the operation.
+// wrap annotates err with the lock and the operation; a closed client's
+// error takes closedErr's one shape.
 func (b *binding) wrap(op string, err error) error {
+	if errors.Is(err, rueidis.ErrClosing) {
+		return b.closedErr(op, err)
+	}
 	return fmt.Errorf("relock: %s %s: %s: %w", b.kind(), b.short(), op, err)
 }
 
-// kind names the lock's kind (and side) in errors and observer events.
+// kind names the lock's kind (and side) in errors and observer events:
+// "mutex", or "rwlock.read" for a side, without spaces or brackets, so that
+// metrics and traces can take it as an attribute value.
 func (b *binding) kind() string {
 	if b.spec.Mode != "" {
-		return b.spec.Kind + " (" + b.spec.Mode + ")"
+		return b.spec.Kind + "." + b.spec.Mode
 	}
 	return b.spec.Kind
 }
@@ -217,7 +223,7 @@ func (b *binding) observe(ctx context.Context, try bool, o Observer) (*Lease, er
 	if l != nil {
 		// The lease says what happened: the ctx's hold may have ended
 		// between the check above and the engine's own.
-		e.Token, e.Reentry = l.Token(), !l.first
+		e.Token, e.Reentry, e.Owner = l.Token(), !l.first, l.h.owner
 	}
 	o.LockDone(octx, e)
 	return l, err
@@ -277,7 +283,7 @@ func (m master) acquire(ctx context.Context, try bool) (*Lease, error) {
 			}
 			return nil, b.wrap("lock", join(ctxErr(ctx), unacked))
 		case err != nil && (errors.Is(err, rueidis.ErrClosing) || b.c.isClosed()):
-			return nil, b.errorf(ErrClosed, "lock: %v", err)
+			return nil, b.closedErr("lock", err)
 		case errors.Is(err, ErrNotReplicated) && try:
 			return nil, b.wrap("try lock", err)
 		case errors.Is(err, ErrNotReplicated):

@@ -30,7 +30,11 @@ var (
 	ErrWouldDeadlock = errors.New("relock: lock would deadlock")
 
 	// ErrClosed reports use of a closed Client, or, as a lease's Context
-	// cause and Unlock result, that Close released the lease.
+	// cause and Unlock result, that Close released the lease. A call that
+	// finds the Client's rueidis client closed fails with ErrClosed joined
+	// with rueidis.ErrClosing (either matches), saying that the rueidis
+	// client is closed; a Lock waiting at that moment returns it within
+	// about a second.
 	ErrClosed = errors.New("relock: client closed")
 
 	// ErrNotReplicated reports a grant that fewer replicas acknowledged,

@@ -136,9 +136,9 @@ func (h *hold) stop(cause, released error) {
 	}
 	if o := c.obs; o != nil {
 		if cause == context.Canceled {
-			o.Released(Released{Kind: h.b.kind(), Name: h.b.name, Held: time.Since(h.since), Err: released})
+			o.Released(Released{Kind: h.b.kind(), Name: h.b.name, Owner: h.owner, Held: time.Since(h.since), Err: released})
 		} else {
-			o.Lost(Lost{Kind: h.b.kind(), Name: h.b.name, Held: time.Since(h.since), Cause: cause})
+			o.Lost(Lost{Kind: h.b.kind(), Name: h.b.name, Owner: h.owner, Held: time.Since(h.since), Cause: cause})
 		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 // the last of them is unlocked, in any order.
 //
 // A Lease is safe for concurrent use. The zero Lease is not usable: Leases
-// come from Lock and TryLock.
+// come from Lock and TryLock. Its Unlock and Extend fail with ErrInvalid,
+// and its other methods return zero values and a done Context.
 type Lease struct {
 	h      *hold
 	ctx    context.Context
@@ -43,23 +44,41 @@ func newLease(lockCtx context.Context, h *hold) *Lease {
 	return l
 }
 
-// Name returns the name of the lock the lease holds.
-func (l *Lease) Name() string { return l.h.b.name }
+// Name returns the name of the lock the lease holds, or "" for a nil or
+// zero Lease.
+func (l *Lease) Name() string {
+	if l.isZero() {
+		return ""
+	}
+	return l.h.b.name
+}
 
 // Token returns the lease's fencing token. Tokens are strictly increasing per
 // lock name across all clients, in the order the lock was granted; the
 // re-entries of a hold share its token. Pass the token to the resource the
 // lock protects and have it reject writes carrying a token lower than one it
-// has seen: that stops a holder that was paused past its lease.
-func (l *Lease) Token() int64 { return l.h.token }
+// has seen: that stops a holder that was paused past its lease. It returns
+// 0 for a nil or zero Lease.
+func (l *Lease) Token() int64 {
+	if l.isZero() {
+		return 0
+	}
+	return l.h.token
+}
 
 // Context returns a context that carries the lease's ownership and the values
 // of the ctx given to Lock, and is done when the lease ends: canceled after
 // Unlock, or with cause ErrLockLost (see context.Cause) when the lease was
 // lost, or ErrClosed when the Client closed. Pass it down the call chain:
 // Lock of the same lock with it re-enters (or fails with ErrWouldDeadlock for
-// a plain mutex), and work under it stops when the lock is lost.
-func (l *Lease) Context() context.Context { return l.ctx }
+// a plain mutex), and work under it stops when the lock is lost. The
+// Context of a nil or zero Lease is done, with cause ErrInvalid.
+func (l *Lease) Context() context.Context {
+	if l.isZero() {
+		return zeroLeaseCtx
+	}
+	return l.ctx
+}
 
 // ValidUntil returns the time, on the local monotonic clock, until which the
 // lease is certainly held: its last confirmation by Redis (the sending of the
@@ -71,7 +90,13 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // that died holds it no longer: until the watchdog's first renewal, sent
 // when a third of that has passed, ValidUntil is the waiter timeout after
 // the waiter queued, less drift, and may be sooner than a lease from now.
-func (l *Lease) ValidUntil() time.Time { return l.h.entry.ValidUntil() }
+// It returns the zero time for a nil or zero Lease.
+func (l *Lease) ValidUntil() time.Time {
+	if l.isZero() {
+		return time.Time{}
+	}
+	return l.h.entry.ValidUntil()
+}
 
 // Unlock ends the lease. It is safe to defer and to call from any goroutine;
 // it returns within a timeout of its own of a few seconds from its call,
@@ -85,16 +110,20 @@ func (l *Lease) ValidUntil() time.Time { return l.h.entry.ValidUntil() }
 //
 // Unlock returns nil when the lease ended as asked (for the hold's last
 // lease: the lock was released); ErrNotHeld when the lease was already
-// unlocked; ErrLockLost when the hold had been lost (the lock was not this
-// owner's any more); ErrClosed when Client.Close released it. When Redis
-// does not answer in time, Unlock returns that error and the lock expires
-// after its lease; when the hold's other calls (a re-entry, another
-// lease's Unlock) keep it waiting past its timeout, it returns
-// context.DeadlineExceeded and the release goes on in the background.
-// Whatever it returns, the lease's Context is done after Unlock.
+// unlocked, or is nil; ErrInvalid for a zero Lease; ErrLockLost when the
+// hold had been lost (the lock was not this owner's any more); ErrClosed
+// when Client.Close released it. When Redis does not answer in time,
+// Unlock returns that error and the lock expires after its lease; when the
+// hold's other calls (a re-entry, another lease's Unlock) keep it waiting
+// past its timeout, it returns context.DeadlineExceeded and the release
+// goes on in the background. Whatever it returns, the lease's Context is
+// done after Unlock.
 func (l *Lease) Unlock() error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrNotHeld)
+	}
+	if l.isZero() {
+		return errZeroLease("unlock")
 	}
 	h := l.h
 	// The bound runs from the call: waiting for the hold's other calls
@@ -169,13 +198,16 @@ func (l *Lease) unlock(ctx context.Context) error {
 // Extend fails with ErrLockLost when the lock is not this owner's any more,
 // or the hold is being lost as it extends (its Context is then canceled
 // with that cause; Extend never reports success for an extension that did
-// not take), ErrNotHeld after Unlock,
-// ErrInvalid for a lease the watchdog renews (taken without WithLease) or a
-// d below MinLease, ErrClosed after Client.Close, or with ctx's or Redis's
+// not take), ErrNotHeld after Unlock or for a nil Lease, ErrInvalid for a
+// zero Lease, a lease the watchdog renews (taken without WithLease) or a d
+// below MinLease, ErrClosed after Client.Close, or with ctx's or Redis's
 // error, which leave the lease as it was.
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return fmt.Errorf("%w: nil lease", ErrNotHeld)
+	}
+	if l.isZero() {
+		return errZeroLease("extend")
 	}
 	h := l.h
 	b := h.b

@@ -45,8 +45,8 @@ func bindMulti(cs []*Client, name string, spec *kind.Spec, opts []LockOption) ki
 	}
 	seen := map[*Client]int{}
 	for i, c := range cs {
-		if c == nil {
-			invalid("node %d is nil", i)
+		if d := clientDefect(c); d != "" {
+			invalid("node %d: %s", i, d)
 			continue
 		}
 		if j, ok := seen[c]; ok {

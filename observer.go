@@ -32,7 +32,7 @@ type Observer interface {
 
 // LockStart describes a Lock or TryLock as it starts.
 type LockStart struct {
-	Kind string // "mutex", "reentrant", "fair", "rwlock (read)", "rwlock (write)", "semaphore"
+	Kind string // "mutex", "reentrant", "fair", "rwlock.read", "rwlock.write", "redlock", "semaphore"
 	Name string // the lock's name
 	Try  bool   // TryLock
 }
@@ -40,6 +40,7 @@ type LockStart struct {
 // LockDone describes how a Lock or TryLock ended.
 type LockDone struct {
 	LockStart
+	Owner   string        // the owner id of the hold when acquired (see Released.Owner); "" otherwise
 	Reentry bool          // the ctx held the lock already: a re-entry
 	Wait    time.Duration // from the call to its return
 	Token   int64         // the fencing token when acquired
@@ -49,8 +50,12 @@ type LockDone struct {
 // Released describes a hold that ended by Unlock.
 type Released struct {
 	Kind, Name string
-	Held       time.Duration // from the grant to the release
-	Err        error         // the release's error: nil, or Redis's (the lock then expires)
+	// Owner is the hold's owner id, as Redis records it and relock inspect
+	// shows it: "<client id>:<seq>", where the client id (before the last
+	// ':') is the Client's UUID, or "<label>@<UUID>" with WithOwnerLabel.
+	Owner string
+	Held  time.Duration // from the grant to the release
+	Err   error         // the release's error: nil, or Redis's (the lock then expires)
 }
 
 // Renewed describes one renewal round trip of the watchdog.
@@ -64,6 +69,7 @@ type Renewed struct {
 // Lost describes a hold that ended without Unlock.
 type Lost struct {
 	Kind, Name string
+	Owner      string        // the hold's owner id (see Released.Owner)
 	Held       time.Duration // from the grant to the loss
 	Cause      error         // matches ErrLockLost, or ErrClosed when Close released it
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/relockgo/relock/internal/ownerid"
 )
 
 // MinLease is the shortest lease relock accepts, for WithLease and
@@ -21,7 +23,8 @@ type clientConfig struct {
 	log     *slog.Logger
 	obs     Observer
 	ack     replicaAck
-	err     error // the first invalid option
+	label   string // sanitized; "" for none
+	err     error  // the first invalid option
 }
 
 // invalid records the first invalid option, as ErrInvalid.
@@ -76,6 +79,24 @@ func WithLogger(l *slog.Logger) Option {
 // renewals and losses (see Observer). The default, and a nil o, is none.
 func WithObserver(o Observer) Option {
 	return func(c *clientConfig) { c.obs = o }
+}
+
+// WithOwnerLabel gives the Client's owner ids a label, such as "host:pid",
+// that `relock inspect` and `relock watch` show beside each owner, and that
+// Observers find in the events' Owner: the Client's id becomes
+// "<label>@<UUID>" and an owner id "<label>@<UUID>:<seq>". Runes other than
+// ASCII letters, digits and "._:/-" become '_', surrounding spaces are
+// dropped, and the label is cut to 64 bytes. A label that is empty or only
+// spaces makes New fail with ErrInvalid. The default is no label.
+func WithOwnerLabel(label string) Option {
+	return func(c *clientConfig) {
+		clean, ok := ownerid.Sanitize(label)
+		if !ok {
+			c.invalid("owner label %q: must hold more than spaces", label)
+			return
+		}
+		c.label = clean
+	}
 }
 
 // WithReplicaAck makes every grant wait until at least replicas replicas of

@@ -62,7 +62,8 @@ var spec = kind.Spec{
 // holds no connection and is safe for concurrent use; Mutexes of the same
 // name on Clients with the same key prefix are the same lock.
 type Mutex struct {
-	l kind.Lock[*relock.Lease]
+	l    kind.Lock[*relock.Lease]
+	name string
 }
 
 var _ relock.Locker = (*Mutex)(nil)
@@ -72,7 +73,7 @@ var _ relock.Locker = (*Mutex)(nil)
 // an empty name, a nil c or an invalid option makes every method fail with
 // relock.ErrInvalid.
 func New(c *relock.Client, name string, opts ...relock.LockOption) *Mutex {
-	return &Mutex{l: kind.New[*relock.Lease](c, name, &spec, opts)}
+	return &Mutex{l: kind.New[*relock.Lease](c, name, &spec, opts), name: name}
 }
 
 // Lock joins the queue and waits until it is this caller's turn and the
@@ -106,3 +107,6 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.Forc
 // as Redis records them: 0 when ctx carries no lease of this lock or its hold
 // was lost.
 func (m *Mutex) HoldCount(ctx context.Context) (int, error) { return m.l.HoldCount(ctx) }
+
+// Name returns the name of the lock.
+func (m *Mutex) Name() string { return m.name }

@@ -46,7 +46,8 @@ var spec = kind.Spec{
 // concurrent use. Mutexes of the same name on Clients with the same key prefix
 // are the same lock.
 type Mutex struct {
-	l kind.Lock[*relock.Lease]
+	l    kind.Lock[*relock.Lease]
+	name string
 }
 
 var _ relock.Locker = (*Mutex)(nil)
@@ -55,7 +56,7 @@ var _ relock.Locker = (*Mutex)(nil)
 // valid name; an empty name, a nil c or an invalid option makes every method
 // fail with relock.ErrInvalid.
 func New(c *relock.Client, name string, opts ...relock.LockOption) *Mutex {
-	return &Mutex{l: kind.New[*relock.Lease](c, name, &spec, opts)}
+	return &Mutex{l: kind.New[*relock.Lease](c, name, &spec, opts), name: name}
 }
 
 // Lock waits until it acquires the mutex or ctx ends, and returns the lease;
@@ -86,3 +87,6 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	return m.l.ForceUnlock(ctx)
 }
+
+// Name returns the name of the lock.
+func (m *Mutex) Name() string { return m.name }

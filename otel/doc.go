@@ -20,8 +20,8 @@
 // # Metrics
 //
 // Durations are in seconds. A lock's kind is the Observer's: "mutex",
-// "reentrant", "fair", "rwlock (read)", "rwlock (write)", "semaphore" (an
-// Acquire is a lock, its holding of n permits a hold).
+// "reentrant", "fair", "rwlock.read", "rwlock.write", "redlock",
+// "semaphore" (an Acquire is a lock, its holding of n permits a hold).
 //
 //   - relock.lock.wait.duration (histogram, s): how long Lock and TryLock
 //     took, from the call to its return, whatever the outcome.

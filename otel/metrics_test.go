@@ -119,13 +119,13 @@ func TestLossMetrics(t *testing.T) {
 
 	rm := collect(t, h.reader)
 	assert.Equal(t, map[string]int64{
-		"relock.lock.kind=mutex,relock.lock.loss.cause=lost":            1,
-		"relock.lock.kind=rwlock (write),relock.lock.loss.cause=closed": 1,
+		"relock.lock.kind=mutex,relock.lock.loss.cause=lost":          1,
+		"relock.lock.kind=rwlock.write,relock.lock.loss.cause=closed": 1,
 	}, sums(t, rm, "relock.lock.losses"))
-	assert.Equal(t, map[string]int64{"relock.lock.kind=mutex": 0, "relock.lock.kind=rwlock (write)": 0}, sums(t, rm, "relock.lock.held"))
+	assert.Equal(t, map[string]int64{"relock.lock.kind=mutex": 0, "relock.lock.kind=rwlock.write": 0}, sums(t, rm, "relock.lock.held"))
 	assert.Equal(t, map[string]uint64{
-		"relock.lock.end=lost,relock.lock.kind=mutex":            1,
-		"relock.lock.end=closed,relock.lock.kind=rwlock (write)": 1,
+		"relock.lock.end=lost,relock.lock.kind=mutex":          1,
+		"relock.lock.end=closed,relock.lock.kind=rwlock.write": 1,
 	}, counts(t, rm, "relock.lock.hold.duration"))
 	assert.Equal(t, int64(1), sums(t, rm, "relock.renewals")["relock.renewal.result=lost"])
 }

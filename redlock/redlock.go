@@ -101,7 +101,8 @@ var spec = kind.Spec{
 // concurrent use; Mutexes of the same name over the same masters (and key
 // prefix) are the same lock.
 type Mutex struct {
-	l kind.Lock[*relock.Lease]
+	l    kind.Lock[*relock.Lease]
+	name string
 }
 
 var _ relock.Locker = (*Mutex)(nil)
@@ -112,7 +113,7 @@ var _ relock.Locker = (*Mutex)(nil)
 // Clients with different key prefixes, an empty name or an invalid option
 // make every method fail with relock.ErrInvalid.
 func New(nodes []*relock.Client, name string, opts ...relock.LockOption) *Mutex {
-	return &Mutex{l: kind.NewMulti[*relock.Lease](nodes, name, &spec, opts)}
+	return &Mutex{l: kind.NewMulti[*relock.Lease](nodes, name, &spec, opts), name: name}
 }
 
 // Lock waits until a majority of the masters granted the lock or ctx ends,
@@ -147,3 +148,6 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l.IsLocke
 // waiters, and reports whether any master held it. The holder's next
 // renewal finds it gone and its lease is then lost (relock.ErrLockLost).
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.ForceUnlock(ctx) }
+
+// Name returns the name of the lock.
+func (m *Mutex) Name() string { return m.name }

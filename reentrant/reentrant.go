@@ -48,7 +48,8 @@ var spec = kind.Spec{
 // for concurrent use; Mutexes of the same name on Clients with the same key
 // prefix are the same lock.
 type Mutex struct {
-	l kind.Lock[*relock.Lease]
+	l    kind.Lock[*relock.Lease]
+	name string
 }
 
 var _ relock.Locker = (*Mutex)(nil)
@@ -57,7 +58,7 @@ var _ relock.Locker = (*Mutex)(nil)
 // is a valid name; an empty name, a nil c or an invalid option makes every
 // method fail with relock.ErrInvalid.
 func New(c *relock.Client, name string, opts ...relock.LockOption) *Mutex {
-	return &Mutex{l: kind.New[*relock.Lease](c, name, &spec, opts)}
+	return &Mutex{l: kind.New[*relock.Lease](c, name, &spec, opts), name: name}
 }
 
 // Lock acquires the lock, waiting until it is free or ctx ends, or re-enters
@@ -90,3 +91,6 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.Forc
 func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
 	return m.l.HoldCount(ctx)
 }
+
+// Name returns the name of the lock.
+func (m *Mutex) Name() string { return m.name }

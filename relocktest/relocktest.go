@@ -201,6 +201,21 @@ func (s *Server) dial(opts []relock.Option) (*conn, error) {
 	if closed {
 		return nil, errors.New("relocktest: the server is closed")
 	}
+	rc, err := s.rueidis()
+	if err != nil {
+		return nil, err
+	}
+	c, err := relock.New(rc, opts...)
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("relocktest: %w", err)
+	}
+	return &conn{c: c, rc: rc}, nil
+}
+
+// rueidis returns a new rueidis client of s, with the options miniredis
+// needs.
+func (s *Server) rueidis() (rueidis.Client, error) {
 	rc, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress: []string{s.mr.Addr()},
 		// miniredis answers CLUSTER SLOTS, so rueidis would pick cluster
@@ -214,17 +229,34 @@ func (s *Server) dial(opts []relock.Option) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relocktest: connect to the embedded Redis: %w", err)
 	}
-	c, err := relock.New(rc, opts...)
-	if err != nil {
-		rc.Close()
-		return nil, fmt.Errorf("relocktest: %w", err)
-	}
-	return &conn{c: c, rc: rc}, nil
+	return rc, nil
 }
 
-// Addr returns the server's host:port, for a test that wants to look at
-// the keys with a Redis client of its own. A rueidis client needs the
-// options Client uses: ForceSingleClient, AlwaysRESP2 and DisableCache.
+// Redis returns a new rueidis client of s, for the store a test protects
+// with its locks (or to look at relock's keys): it sees the same keys as the
+// Server's relock Clients, and is closed when t and its subtests have
+// finished (t.Cleanup). It is configured as miniredis needs
+// (ForceSingleClient, AlwaysRESP2, DisableCache). Redis fails t at once
+// (t.Fatal) when the server is closed, so call it on the test goroutine.
+func (s *Server) Redis(t testing.TB) rueidis.Client {
+	t.Helper()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		t.Fatal("relocktest: the server is closed")
+	}
+	rc, err := s.rueidis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// Addr returns the server's host:port, for a client other than Redis's. A
+// rueidis client needs the options Redis uses: ForceSingleClient,
+// AlwaysRESP2 and DisableCache.
 func (s *Server) Addr() string { return s.mr.Addr() }
 
 // FastForward moves the server's clock forward by d, at once: keys whose

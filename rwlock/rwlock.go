@@ -86,6 +86,7 @@ var (
 // Clients with the same key prefix are the same lock.
 type RWMutex struct {
 	r, w kind.Lock[*relock.Lease]
+	name string
 }
 
 // New returns the read-write lock called name on c. Besides relock.WithLease
@@ -95,10 +96,14 @@ type RWMutex struct {
 // relock.ErrInvalid.
 func New(c *relock.Client, name string, opts ...relock.LockOption) *RWMutex {
 	return &RWMutex{
-		r: kind.New[*relock.Lease](c, name, &readSpec, opts),
-		w: kind.New[*relock.Lease](c, name, &writeSpec, opts),
+		r:    kind.New[*relock.Lease](c, name, &readSpec, opts),
+		w:    kind.New[*relock.Lease](c, name, &writeSpec, opts),
+		name: name,
 	}
 }
+
+// Name returns the name of the lock.
+func (m *RWMutex) Name() string { return m.name }
 
 // Lock acquires the write lock, waiting until no reader or writer holds it
 // or ctx ends; while it waits, new readers are held back. With a ctx that

@@ -147,12 +147,14 @@ type lockState struct {
 
 type holder struct {
 	Owner string `json:"owner"`
+	Label string `json:"label"` // the label the owner id carries, or ""
 	Count int64  `json:"count"` // hold count; -1 when Redis holds something else than a number
 }
 
 // deadline is an owner with a deadline on the server clock.
 type deadline struct {
 	Owner string `json:"owner"`
+	Label string `json:"label"` // the label the owner id carries, or ""
 	// RemainingMs is the deadline minus the server's TIME; ≤ 0 when it has
 	// passed and the next script on the lock will purge the owner; null
 	// when no deadline is recorded.
@@ -217,7 +219,7 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 		st.Counts.Holders = 1
 		if len(raw.lock.entries) > 0 {
 			owner, _ := raw.lock.entries[0].ToString()
-			st.Holders = append(st.Holders, holder{Owner: owner, Count: 1})
+			st.Holders = append(st.Holders, holder{Owner: owner, Label: labelOf(owner), Count: 1})
 		}
 	case "hash":
 		st.Counts.Holders = raw.lock.size
@@ -229,7 +231,7 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 			if err != nil {
 				n = -1
 			}
-			st.Holders = append(st.Holders, holder{Owner: p.member, Count: n})
+			st.Holders = append(st.Holders, holder{Owner: p.member, Label: labelOf(p.member), Count: n})
 		}
 		slices.SortFunc(st.Holders, func(a, b holder) int { return strings.Compare(a.Owner, b.Owner) })
 	}
@@ -335,7 +337,7 @@ func deadlines(k rawKey, now int64) ([]deadline, int64) {
 		return ds, 0
 	}
 	for _, p := range pairs(k.entries) {
-		d := deadline{Owner: p.member}
+		d := deadline{Owner: p.member, Label: labelOf(p.member)}
 		if score, err := strconv.ParseFloat(p.value, 64); err == nil {
 			left := int64(score) - now
 			d.RemainingMs = &left
@@ -417,11 +419,11 @@ token, every key's TTL, and the clients subscribed to the wake-up channel
   kind_note                 why
   mode                      rwlock: "read" or "write"; else ""
   ttl_ms                    PTTL of the lock key: -2 free, -1 no expiry
-  holders                   [{owner, count}], by owner; mutex count is 1
-  readers                   [{owner, remaining_ms}], by deadline
-  queue                     [{owner, remaining_ms}], head first
-  waiting_writers           rwlock: [{owner, remaining_ms}], in arrival order
-  gone                      [{owner, remaining_ms}]: owners that gave up
+  holders                   [{owner, label, count}], by owner; mutex count is 1
+  readers                   [{owner, label, remaining_ms}], by deadline
+  queue                     [{owner, label, remaining_ms}], head first
+  waiting_writers           rwlock: [{owner, label, remaining_ms}], in arrival order
+  gone                      [{owner, label, remaining_ms}]: owners that gave up
   counts                    {holders, readers, queue, waiting_writers, gone}:
                             full sizes, which --max may cut
   truncated                 whether --max cut a list
@@ -430,6 +432,9 @@ token, every key's TTL, and the clients subscribed to the wake-up channel
   wake                      {channel, sharded, subscribers (null: unknown)}
 remaining_ms is the deadline minus the server time: ≤ 0 means passed (the
 next script on the lock purges the owner), null that none is recorded.
+label is the label of the owner's Client (relock.WithOwnerLabel), "" if
+none; the text output shows such an owner as its id without the label,
+then the label in brackets.
 Lists are [] when empty, never null.
 `
 
@@ -508,21 +513,21 @@ func (st *lockState) print(w io.Writer) {
 		if left, ok := readers[h.Owner]; ok {
 			extra = "  reader " + remaining(left)
 		}
-		line("holder", "%s  count=%d%s", quote(h.Owner), h.Count, extra)
+		line("holder", "%s  count=%d%s", ownerText(h.Owner), h.Count, extra)
 	}
 	for _, r := range st.Readers {
 		if !slices.ContainsFunc(st.Holders, func(h holder) bool { return h.Owner == r.Owner }) {
-			line("reader", "%s  %s (no hold left in the hash)", quote(r.Owner), remaining(r.RemainingMs))
+			line("reader", "%s  %s (no hold left in the hash)", ownerText(r.Owner), remaining(r.RemainingMs))
 		}
 	}
 	for i, q := range st.Queue {
-		line("queue", "%d. %s  waiter %s", i+1, quote(q.Owner), remaining(q.RemainingMs))
+		line("queue", "%d. %s  waiter %s", i+1, ownerText(q.Owner), remaining(q.RemainingMs))
 	}
 	for _, ww := range st.WaitingWriters {
-		line("writer", "%s waiting  %s (blocks new readers)", quote(ww.Owner), remaining(ww.RemainingMs))
+		line("writer", "%s waiting  %s (blocks new readers)", ownerText(ww.Owner), remaining(ww.RemainingMs))
 	}
 	for _, g := range st.Gone {
-		line("gone", "%s  gave up; recorded %s", quote(g.Owner), remaining(g.RemainingMs))
+		line("gone", "%s  gave up; recorded %s", ownerText(g.Owner), remaining(g.RemainingMs))
 	}
 	if st.Truncated {
 		line("…", "lists cut by --max: %d holders, %d readers, %d queued, %d waiting writers, %d gone in all",
@@ -564,21 +569,21 @@ func (st *lockState) summary() string {
 		b.WriteString(" by ")
 		owners := make([]string, 0, len(st.Holders))
 		for _, h := range st.Holders {
-			owners = append(owners, fmt.Sprintf("%s ×%d", quote(h.Owner), h.Count))
+			owners = append(owners, fmt.Sprintf("%s ×%d", ownerText(h.Owner), h.Count))
 		}
 		b.WriteString(listOf(owners, st.Counts.Holders))
 	}
 	if len(st.Queue) > 0 {
 		owners := make([]string, 0, len(st.Queue))
 		for _, q := range st.Queue {
-			owners = append(owners, quote(q.Owner))
+			owners = append(owners, ownerText(q.Owner))
 		}
 		b.WriteString("; queue: " + listOf(owners, st.Counts.Queue))
 	}
 	if len(st.WaitingWriters) > 0 {
 		owners := make([]string, 0, len(st.WaitingWriters))
 		for _, q := range st.WaitingWriters {
-			owners = append(owners, quote(q.Owner))
+			owners = append(owners, ownerText(q.Owner))
 		}
 		b.WriteString("; writers waiting: " + listOf(owners, st.Counts.WaitingWriters))
 	}

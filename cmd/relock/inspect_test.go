@@ -39,6 +39,7 @@ type jsonState struct {
 	TTLMs          int64    `json:"ttl_ms"`
 	Holders        []struct {
 		Owner string `json:"owner"`
+		Label string `json:"label"`
 		Count int64  `json:"count"`
 	} `json:"holders"`
 	Readers        []jsonDeadline `json:"readers"`
@@ -73,6 +74,7 @@ type jsonState struct {
 
 type jsonDeadline struct {
 	Owner       string `json:"owner"`
+	Label       string `json:"label"`
 	RemainingMs *int64 `json:"remaining_ms"`
 }
 

@@ -74,6 +74,14 @@ type Hub struct {
 	links  map[uint16]*link // guarded by mu: the running link of each slot (0 unless sharded)
 	closed bool             // guarded by mu
 	wg     sync.WaitGroup   // one per link goroutine
+
+	// rc's Close, which rueidis tells no one, is checked for while the
+	// Hub has links (see watchClose).
+	watching   bool               // guarded by mu: watchClose runs
+	watchCtx   context.Context    // ends with Close
+	stopWatch  context.CancelFunc // ends watchCtx
+	rcGone     chan struct{}      // closed once rc is found closed
+	rcGoneOnce sync.Once
 }
 
 // NewHub returns a Hub subscribing through rc. With sharded set it uses
@@ -84,7 +92,9 @@ func NewHub(rc rueidis.Client, sharded bool, log *slog.Logger) *Hub {
 }
 
 func newHub(rc rueidis.Client, sharded bool, log *slog.Logger, tm timing) *Hub {
-	return &Hub{rc: rc, sharded: sharded, log: log, timing: tm, subs: map[string]*Sub{}, links: map[uint16]*link{}}
+	h := &Hub{rc: rc, sharded: sharded, log: log, timing: tm, subs: map[string]*Sub{}, links: map[uint16]*link{}, rcGone: make(chan struct{})}
+	h.watchCtx, h.stopWatch = context.WithCancel(context.Background())
+	return h
 }
 
 // Sub is a Hub's subscription to one channel, shared by the waiters that
@@ -131,7 +141,7 @@ func (h *Hub) Join(channel string) *Sub {
 		return s
 	}
 	s := &Sub{h: h, channel: channel, refs: 1, targets: map[string]*target{}}
-	if h.closed {
+	if h.closed || h.isRCGone() {
 		return s
 	}
 	var slot uint16
@@ -146,6 +156,11 @@ func (h *Hub) Join(channel string) *Sub {
 		h.links[slot] = l
 		h.wg.Add(1)
 		go l.run(ctx)
+	}
+	if !h.watching {
+		h.watching = true
+		h.wg.Add(1)
+		go h.watchClose(h.watchCtx)
 	}
 	s.link = l
 	h.subs[channel] = s
@@ -184,9 +199,14 @@ const WakeOne = "one"
 // attempt: closed on the next wake-up for all (an empty payload, or a
 // (re)subscription), for owner by name, or for one waiter when owner has
 // waited longest. Take it before the attempt it should follow, so that a
-// wake-up between the attempt and the wait is not missed. The waiter must
-// Forget owner when it stops waiting.
+// wake-up between the attempt and the wait is not missed. Once the rueidis
+// client is found closed, it has fired already: the attempt fails at once,
+// and the waiter must not sleep. The waiter must Forget owner when it stops
+// waiting.
 func (s *Sub) NextFor(owner string) <-chan struct{} {
+	if s.h.isRCGone() {
+		return fired
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.targets[owner]
@@ -325,6 +345,7 @@ func (h *Hub) Close() {
 		for _, l := range h.links {
 			l.stop()
 		}
+		h.stopWatch()
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
