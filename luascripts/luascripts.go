@@ -34,7 +34,7 @@ var files embed.FS
 // (release) owners whose caller gave up on an acquire that got no reply;
 // queue.lua keeps the queue of waiters (the fair lock's, and the mutex's
 // and reentrant lock's starving waiters); wake.lua publishes a wake-up
-// for one named waiter; rw.lua holds the read-write
+// for one named waiter, or a loss notice, on that owner's client's channel; rw.lua holds the read-write
 // lock's shared functions; owner.lua asks who holds a lock, taking a key of
 // another kind's type for "not held". Scripts are constants, so no other
 // package can replace one; the zero Script, None, is no script.
@@ -85,7 +85,7 @@ var scripts = [numScripts]*loaded{
 	FenceRaise:       load("time.lua", "fence.lua", "fence_raise.lua"),
 	RedlockRenew:     load("time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
 	Renew:            load("time.lua", "owner.lua", "renew.lua"),
-	ForceUnlock:      load("time.lua", "gone.lua", "force_unlock.lua"),
+	ForceUnlock:      load("time.lua", "gone.lua", "wake.lua", "force_unlock.lua"),
 }
 
 // loaded is a script's text, its SHA1 and rueidis's EVALSHA/EVAL runner.
