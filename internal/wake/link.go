@@ -65,8 +65,11 @@ func (l *link) run(ctx context.Context) {
 			return
 		}
 		healthy, err := l.connect(ctx)
-		if err == nil || ctx.Err() != nil {
-			return // idle (the link is retired) or closed
+		if ctx.Err() != nil {
+			return // closed
+		}
+		if err == nil {
+			continue // idle, or its Subs moved to other links: retire decides
 		}
 		if healthy {
 			bo.Reset()
