@@ -49,6 +49,23 @@ func pubsubConns(t *testing.T, rc rueidis.Client, nodes []*redistest.Server) (sh
 	return sharded, all, ssubs
 }
 
+// patterns returns the pattern subscriptions of nodes' clients.
+func patterns(t *testing.T, rc rueidis.Client, nodes []*redistest.Server) int {
+	t.Helper()
+	n := 0
+	for _, node := range nodes {
+		list, err := rc.Nodes()[node.Addr()].Do(context.Background(), rc.B().ClientList().TypePubsub().Build()).ToString()
+		require.NoError(t, err)
+		for _, f := range strings.Fields(list) {
+			if v, ok := strings.CutPrefix(f, "psub="); ok {
+				k, _ := strconv.Atoi(v)
+				n += k
+			}
+		}
+	}
+	return n
+}
+
 // A Client waiting on 1,000 locks spread over a 3-master cluster holds one
 // pub/sub connection per node, not one per slot, and every waiter is still
 // woken by its lock's release.
@@ -112,4 +129,31 @@ func TestClusterOneConnectionPerNode(t *testing.T) {
 	t.Logf("waiters acquired at most %v after their lock's release", slowest)
 	// A waiter not woken sleeps until its fallback timer (up to 5 s).
 	assert.Zero(t, late, "waiters that acquired more than 2s after their lock's release")
+}
+
+// In cluster mode a force unlock's loss notice (a PUBLISH from the
+// script, heard through the holder's Client's pattern on any node) ends
+// the hold at once, not at its renewal 10 s later.
+func TestClusterLossIsTold(t *testing.T) {
+	nodes := redistest.NewCluster(t, 3)
+	holder := locktest.Client(t, nodes[0].Client(t))
+	other := locktest.Client(t, nodes[1].Client(t))
+	admin := nodes[2].Client(t)
+	ctx := context.Background()
+	l, err := mutex.New(holder, t.Name()).Lock(ctx)
+	require.NoError(t, err)
+	locktest.Eventually(t, "the holder's pattern to be subscribed", func() bool {
+		return patterns(t, admin, nodes) == 1
+	})
+	start := time.Now()
+	forced, err := mutex.New(other, t.Name()).ForceUnlock(ctx)
+	require.NoError(t, err)
+	require.True(t, forced)
+	select {
+	case <-l.Context().Done():
+		t.Logf("loss told %v after the force unlock began", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hold did not end within 5s of its force unlock")
+	}
+	require.ErrorIs(t, context.Cause(l.Context()), relock.ErrLockLost)
 }
