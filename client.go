@@ -87,13 +87,13 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		id:      ownerid.NewClient(cfg.label),
 		obs:     cfg.obs,
 		ack:     cfg.ack,
-		hub:     wake.NewHub(rc, sharded, cfg.log),
 		done:    make(chan struct{}),
 		holds:   map[*hold]struct{}{},
 	}
 	if sharded {
 		c.publish = "spublish"
 	}
+	c.hub = wake.NewHub(rc, sharded, cfg.log, wake.Self{Prefix: c.prefix, ID: c.id, Lost: c.told})
 	c.defaults = [...]time.Duration{c.timeout, DefaultWaiterTimeout, max(c.timeout, DefaultWaiterTimeout, minGone)}
 	for i, d := range c.defaults {
 		c.defaultsMs[i] = strconv.FormatInt(d.Milliseconds(), 10)
@@ -171,6 +171,24 @@ func (c *Client) isClosed() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// told ends owner's hold, if this Client has it, with ErrLockLost: a loss
+// notice said that another's call (a force unlock) ended it in Redis.
+// Owner ids are never reused, so the notice cannot name a later hold.
+func (c *Client) told(owner string) {
+	c.mu.Lock()
+	var found *hold
+	for h := range c.holds {
+		if h.owner == owner {
+			found = h
+			break
+		}
+	}
+	c.mu.Unlock()
+	if found != nil {
+		found.stop(found.b.errorf(ErrLockLost, "force-unlocked: another's call ended the hold"), nil)
 	}
 }
 

@@ -21,3 +21,6 @@ func SetLostHook(f func()) (restore func()) {
 
 // ReleaseTimeout bounds Unlock.
 const ReleaseTimeout = releaseTimeout
+
+// Listening reports whether c hears the loss notices of its holds.
+func (c *Client) Listening() bool { return c.hub.Listening() }

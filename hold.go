@@ -83,6 +83,7 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent, ha
 	}
 	c.holds[h] = struct{}{}
 	c.mu.Unlock()
+	c.hub.Listen() // for a loss notice; Unlisten in stop
 	if !c.wd.Add(h.entry) {
 		// Close came between: it ends and releases h.
 		return nil, b.errorf(ErrClosed, "lock: the Client closed while acquiring")
@@ -126,6 +127,7 @@ func (h *hold) stop(cause, released error) {
 	c := h.b.c
 	c.wd.Remove(h.entry)
 	c.forget(h)
+	c.hub.Unlisten()
 	// Every lease's Context is done before stop returns: a caller told of
 	// the loss (Unlock, Extend, a re-entry) finds it so at once. A lease
 	// unlocked already, or ended by the last Unlock (end), keeps its cause

@@ -310,7 +310,7 @@ func testBraceNames(t *testing.T, env braceEnv, side braceSide) {
 
 	// Waiters queue on the layout's keys, heartbeat there, and are woken on
 	// the layout's channel by the release.
-	woken := watchWakeups(t, env.watcher, cluster, env.prefix)
+	woken, listen := watchWakeups(t, env.watcher, cluster, env.prefix)
 	for _, n := range braceNames {
 		locktest.Eventually(t, "the watcher to subscribe to "+key(n, ":wake"), func() bool { return subscribers(key(n, ":wake")) == 1 })
 	}
@@ -330,12 +330,24 @@ func testBraceNames(t *testing.T, env braceEnv, side braceSide) {
 		}()
 	}
 	deadlines := map[string]float64{} // each waiter's first deadline
+	named := map[string]string{}      // the fair waiter's Client's channel of each lock
 	for _, n := range braceNames {
 		locktest.Eventually(t, "the waiter on "+strconv.Quote(n)+" to subscribe", func() bool { return subscribers(key(n, ":wake")) >= 2 })
 		if side.kind == "fair" {
 			locktest.Eventually(t, "the waiter on "+strconv.Quote(n)+" to queue", func() bool {
 				return count(rc.B().Llen().Key(key(n, ":queue")).Build()) == 1
 			})
+			// The release hands the lock to the queued waiter by a
+			// wake-up on its Client's channel of the lock.
+			owner, err := rc.Do(ctx, rc.B().Lindex().Key(key(n, ":queue")).Index(0).Build()).ToString()
+			require.NoError(t, err)
+			named[n] = key(n, ":wake") + ":" + owner[:strings.LastIndexByte(owner, ':')]
+			listen(named[n])
+			want := int64(1) // the watcher: the waiter's Client hears it through its pattern
+			if cluster {
+				want = 2 // and the waiter's Client's SSUBSCRIBE
+			}
+			locktest.Eventually(t, "the watcher to subscribe to "+named[n], func() bool { return subscribers(named[n]) == want })
 		}
 		if side.deadlines {
 			locktest.Eventually(t, "the waiter on "+strconv.Quote(n)+" to record its deadline", func() bool {
@@ -363,7 +375,7 @@ func testBraceNames(t *testing.T, env braceEnv, side braceSide) {
 		require.NoError(t, g.err, "the waiter on %q", n)
 		assert.Equal(t, n, g.lease.Name())
 		require.NoError(t, g.lease.Unlock())
-		locktest.Eventually(t, "a wake-up on "+key(n, ":wake"), func() bool { return woken(key(n, ":wake")) })
+		locktest.Eventually(t, "a wake-up on "+key(n, ":wake"), func() bool { return woken(key(n, ":wake")) || woken(named[n]) })
 	}
 
 	// ForceUnlock deletes exactly that lock.
@@ -428,8 +440,10 @@ func globQuote(s string) string {
 
 // watchWakeups subscribes watcher to the wake-up channels of braceNames
 // under prefix (sharded in a cluster) and returns a func that reports
-// whether a message arrived on a channel. It unsubscribes at cleanup.
-func watchWakeups(t *testing.T, watcher rueidis.Client, cluster bool, prefix string) func(channel string) bool {
+// whether a message arrived on a channel, and one that subscribes watcher
+// to another channel (a Client's channel of a lock). It unsubscribes at
+// cleanup.
+func watchWakeups(t *testing.T, watcher rueidis.Client, cluster bool, prefix string) (woken func(channel string) bool, listen func(channel string)) {
 	var (
 		mu   sync.Mutex
 		seen = map[string]bool{} // guarded by mu
@@ -440,8 +454,7 @@ func watchWakeups(t *testing.T, watcher rueidis.Client, cluster bool, prefix str
 		cancel()
 		wg.Wait()
 	})
-	for _, n := range braceNames {
-		channel := layoutKey(prefix, layoutEscape(n), ":wake")
+	listen = func(channel string) {
 		cmd := watcher.B().Subscribe().Channel(channel).Build()
 		if cluster {
 			cmd = watcher.B().Ssubscribe().Channel(channel).Build()
@@ -457,9 +470,12 @@ func watchWakeups(t *testing.T, watcher rueidis.Client, cluster bool, prefix str
 			}
 		})
 	}
+	for _, n := range braceNames {
+		listen(layoutKey(prefix, layoutEscape(n), ":wake"))
+	}
 	return func(channel string) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return seen[channel]
-	}
+	}, listen
 }

@@ -62,9 +62,15 @@ import (
 //	              read of its state, kind.Lock.Query: the semaphore's
 //	              Available)
 //
-// Wake-up payloads, all on the lock's channel (Keys.Wake): "" wakes every
-// waiter, "one" one waiter per client, an owner id that owner's waiter,
-// and "owner token" is a grant to owner (see wake.lua and internal/wake).
+// Wake-ups for all go on the lock's channel (Keys.Wake): "" wakes every
+// waiter, "one" one waiter per client. Those that name an owner go on the
+// channel of that owner's client for the lock, Keys.Wake + ":" + the
+// client id (the owner id up to its last ':'), with the command the call
+// names: the owner id wakes that owner's waiter, and "owner token" is a
+// grant to owner. A force unlock also sends each evicted holder's client
+// the loss notice "lost owner" on that channel, always by PUBLISH (in
+// cluster mode too: a client hears its notices through one pattern
+// subscription). See wake.lua and internal/wake.
 //
 // Expiries of keys that several owners share (queue, waiters, readers, gone)
 // are only ever lengthened: callers may use different options.

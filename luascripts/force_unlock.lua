@@ -1,6 +1,7 @@
--- force_unlock: delete a lock whoever holds it, and wake the waiters. An
--- administrative action: the holder learns of it at its next renewal.
--- Runs after time.lua and gone.lua.
+-- force_unlock: delete a lock whoever holds it, wake the waiters, and tell
+-- each holder's client that its hold ended (tell_lost), so that it learns
+-- at once, not at its next renewal (which still finds it if the notice is
+-- lost). Runs after time.lua, gone.lua and wake.lua.
 --
 -- KEYS[1]  the lock
 -- KEYS[2]  the readers' deadlines (a read-write lock's; absent for others):
@@ -16,8 +17,19 @@
 --
 -- Returns 1 when a lock was deleted, 0 when it was not held.
 local owner = nil
-if redis.call('type', KEYS[1]).ok == 'string' then
+local holders = {}
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'string' then
   owner = redis.call('get', KEYS[1])
+  holders = {owner}
+elseif kind == 'hash' then
+  -- owner id -> hold count; a read-write lock's "mode" field is no owner
+  -- (owner ids hold a ':').
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    if string.find(field, ':', 1, true) then
+      holders[#holders + 1] = field
+    end
+  end
 end
 if redis.call('del', KEYS[1]) == 0 then
   return 0
@@ -29,4 +41,7 @@ if owner and KEYS[3] then
   record_gone(KEYS[3], owner, ARGV[3])
 end
 redis.call(ARGV[2], ARGV[1], '')
+for _, holder in ipairs(holders) do
+  tell_lost(ARGV[1], holder)
+end
 return 1

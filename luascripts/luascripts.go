@@ -34,11 +34,11 @@ var files embed.FS
 // (release) owners whose caller gave up on an acquire that got no reply;
 // queue.lua keeps the queue of waiters (the fair lock's, and the mutex's
 // and reentrant lock's starving waiters); wake.lua publishes a wake-up
-// for one named waiter; rw.lua holds the read-write
-// lock's shared functions; semaphore.lua the semaphore's; owner.lua asks
-// who holds a lock, taking a key of another kind's type for "not held".
-// Scripts are constants, so no other package can replace one; the zero
-// Script, None, is no script.
+// for one named waiter, or a loss notice, on that owner's client's
+// channel; rw.lua holds the read-write lock's shared functions;
+// semaphore.lua the semaphore's; owner.lua asks who holds a lock, taking a
+// key of another kind's type for "not held". Scripts are constants, so no
+// other package can replace one; the zero Script, None, is no script.
 type Script uint8
 
 // None is no script: a kind without re-entry or without waiter heartbeats
@@ -90,7 +90,7 @@ var scripts = [numScripts]*loaded{
 	FenceRaise:       load("time.lua", "fence.lua", "fence_raise.lua"),
 	RedlockRenew:     load("time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
 	Renew:            load("time.lua", "owner.lua", "renew.lua"),
-	ForceUnlock:      load("time.lua", "gone.lua", "force_unlock.lua"),
+	ForceUnlock:      load("time.lua", "gone.lua", "wake.lua", "force_unlock.lua"),
 
 	SemaphoreAcquire:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_acquire.lua"),
 	SemaphoreRelease:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_release.lua"),

@@ -175,13 +175,14 @@ func TestWaiterWokenByUnlock(t *testing.T) {
 			holder, err := k.new(srv.Client(t), "job").Lock(context.Background())
 			require.NoError(t, err)
 
-			// Listen on the wake-up channel beside the waiter.
+			// Listen on the wake-up channels beside the waiter: the lock's,
+			// and its Clients', on which a hand-over names the waiter.
 			ctx, cancel := context.WithCancel(context.Background())
 			msgs := make(chan rueidis.PubSubMessage, 16)
 			stopped := make(chan struct{})
 			go func() {
 				defer close(stopped)
-				rc.Receive(ctx, rc.B().Subscribe().Channel(wakeKey).Build(), func(m rueidis.PubSubMessage) {
+				rc.Receive(ctx, rc.B().Psubscribe().Pattern(wakeKey+"*").Build(), func(m rueidis.PubSubMessage) {
 					select {
 					case msgs <- m:
 					default:
@@ -191,7 +192,11 @@ func TestWaiterWokenByUnlock(t *testing.T) {
 			t.Cleanup(func() { cancel(); <-stopped })
 
 			got := lockAsync(k.new(srv.Client(t), "job"))
-			locktest.Eventually(t, "the waiter to subscribe", func() bool { return numsub(t, rc, wakeKey) == 2 })
+			locktest.Eventually(t, "the waiter and the listener to subscribe", func() bool {
+				n, err := do(t, rc, rc.B().PubsubNumpat().Build()).AsInt64()
+				require.NoError(t, err)
+				return numsub(t, rc, wakeKey) == 1 && n == 3 // the holder's and the waiter's Clients' patterns, and ours
+			})
 			require.NoError(t, holder.Unlock())
 			select {
 			case <-msgs:

@@ -27,10 +27,14 @@ const watchHelp = `Usage: relock watch --redis host:port [--prefix relock] [--fo
 
 Prints a line each time lock NAME's holders, hold counts, mode, queue
 or waiting writers change, until interrupted (Ctrl-C) or --for has passed.
-It subscribes to the lock's wake-up channel (SSUBSCRIBE in cluster mode), so
-a release, a hand-over or a force-unlock shows at once; it also reads the
-lock every --poll, since an acquisition or an expiry publishes nothing.
-It takes no lock; it counts as one subscriber in inspect's output.
+It subscribes to the lock's wake-up channel (SSUBSCRIBE in cluster mode)
+and pattern-subscribes to its clients' channels (NAME's channel followed by
+':' and a client id), so a release, a hand-over or a force-unlock shows at
+once; in cluster mode, where the clients' channels are sharded and sharded
+pub/sub has no patterns, a hand-over shows at the next --poll. It also
+reads the lock every --poll, since an acquisition or an expiry publishes
+nothing. It takes no lock; it counts as one subscriber of the lock's
+channel in inspect's output.
 
 Each text line is: local time, why it read (start, wake, subscribe, poll),
 and the state as inspect's "state" line says it.
@@ -107,22 +111,39 @@ type watcher struct {
 // run prints the state, then each change of it, until ctx ends.
 func (w *watcher) run(ctx context.Context) {
 	k := luascripts.NewKeys(w.cmd.prefix, w.name)
-	subscribed := make(chan struct{})
+	// The lock's channel, and its clients' channels, on which hand-overs
+	// (but in cluster mode, where they are sharded) and loss notices go.
+	lock := w.rc.B().Subscribe().Channel(k.Wake).Build()
+	if w.rc.Mode() == rueidis.ClientModeCluster {
+		lock = w.rc.B().Ssubscribe().Channel(k.Wake).Build()
+	}
+	clients := k.Wake + ":*"
+	cmds := []rueidis.Completed{lock, w.rc.B().Psubscribe().Pattern(globEscape(k.Wake) + ":*").Build()}
+	names := []string{k.Wake, clients}
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		w.subscribe(ctx, k.Wake, subscribed)
-	}()
-	// The subscription is up before the first read, so that no change
+	subscribed := make([]chan struct{}, len(cmds))
+	for i, cmd := range cmds {
+		subscribed[i] = make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.subscribe(ctx, cmd, names[i], subscribed[i])
+		}()
+	}
+	// The subscriptions are up before the first read, so that no change
 	// after that read goes unseen; a subscription slow to confirm only
 	// delays the start by --timeout, as polling sees changes anyway.
 	t := time.NewTimer(w.cmd.timeout)
-	select {
-	case <-subscribed:
-	case <-t.C:
-		fmt.Fprintf(w.cmd.stderr, "relock watch: the subscription to %s was not confirmed within %v; polling every %v\n", quote(k.Wake), w.cmd.timeout, w.poll)
-	case <-ctx.Done():
+confirm:
+	for i, ch := range subscribed {
+		select {
+		case <-ch:
+		case <-t.C:
+			fmt.Fprintf(w.cmd.stderr, "relock watch: the subscription to %s was not confirmed within %v; polling every %v\n", quote(names[i]), w.cmd.timeout, w.poll)
+			break confirm
+		case <-ctx.Done():
+			break confirm
+		}
 	}
 	t.Stop()
 
@@ -183,19 +204,16 @@ func (w *watcher) print(trigger string, st *lockState) {
 	fmt.Fprintf(w.cmd.stdout, "%s  %-9s %s\n", now.Format("15:04:05.000"), trigger, what)
 }
 
-// subscribe listens on channel until ctx ends, kicking a read on every
-// message and every subscription confirmation (a resubscription after a
-// reconnect may follow missed messages). It closes subscribed at the first
-// confirmation. When the subscription fails, it says so and tries again
-// after --poll or a second, whichever is shorter; polling goes on.
-func (w *watcher) subscribe(ctx context.Context, channel string, subscribed chan struct{}) {
-	cmd := w.rc.B().Subscribe().Channel(channel).Build()
-	if w.rc.Mode() == rueidis.ClientModeCluster {
-		cmd = w.rc.B().Ssubscribe().Channel(channel).Build()
-	}
+// subscribe listens with cmd, a subscription to channel (a pattern for
+// psubscribe), until ctx ends, kicking a read on every message and every
+// subscription confirmation (a resubscription after a reconnect may follow
+// missed messages). It closes subscribed at the first confirmation. When
+// the subscription fails, it says so and tries again after --poll or a
+// second, whichever is shorter; polling goes on.
+func (w *watcher) subscribe(ctx context.Context, cmd rueidis.Completed, channel string, subscribed chan struct{}) {
 	var once sync.Once
 	hctx := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-		if s.Kind == "subscribe" || s.Kind == "ssubscribe" {
+		if s.Kind == "subscribe" || s.Kind == "ssubscribe" || s.Kind == "psubscribe" {
 			// Kick first: run takes the first confirmation's kick before
 			// its first read, which that confirmation makes redundant.
 			w.kickWith(triggerSubscribe)

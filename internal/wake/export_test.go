@@ -10,6 +10,6 @@ import (
 // NewHubTiming is NewHub with the liveness bounds given: how often a
 // connection is PINGed, how long a reply may take, how long a channel
 // lingers after its last waiter left.
-func NewHubTiming(rc rueidis.Client, sharded bool, log *slog.Logger, ping, reply, linger time.Duration) *Hub {
-	return newHub(rc, sharded, log, timing{ping: ping, reply: reply, linger: linger})
+func NewHubTiming(rc rueidis.Client, sharded bool, log *slog.Logger, self Self, ping, reply, linger time.Duration) *Hub {
+	return newHub(rc, sharded, log, self, timing{ping: ping, reply: reply, linger: linger})
 }

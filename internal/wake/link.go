@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -11,8 +14,9 @@ import (
 	"github.com/relockgo/relock/internal/backoff"
 )
 
-// A link keeps the channels of one slot (all channels, unless sharded)
-// subscribed on a dedicated connection, replacing the connection whenever
+// A link keeps the channels of one node (all channels and the pattern,
+// unless sharded; the pattern alone, on a node of its choice, in a sharded
+// Hub's patternLink) subscribed on a dedicated connection, replacing the connection whenever
 // it fails its bounds. One goroutine, run, owns the connection: it alone
 // sends commands on it, one at a time.
 //
@@ -26,16 +30,19 @@ import (
 // mix of stale replies and messages: the only safe way on is a new one.
 // Sharing one connection among channels keeps a busy Client from holding a
 // connection per contended lock (and from exhausting the client's
-// BlockingPoolSize); SSUBSCRIBE pins a connection to one slot's node, hence
-// one per slot in cluster mode.
+// BlockingPoolSize); SSUBSCRIBE pins a connection to one node, hence one
+// per node in cluster mode, each taken from that node's client
+// (rueidis.Client.Nodes): a connection of the cluster client's Dedicate
+// would refuse channels of a second slot.
 type link struct {
-	h    *Hub
-	slot uint16
-	stop context.CancelFunc // ends run; called by Hub.Close with h.mu held
-	kick chan struct{}      // buffered(1): the link's channels changed
+	h       *Hub
+	addr    string             // the node's address (sharded), else patternLink
+	sharded bool               // SSUBSCRIBE on the node at addr
+	stop    context.CancelFunc // ends run; called by Hub.Close with h.mu held
+	kick    chan struct{}      // buffered(1): the link's channels changed
 
 	// Guarded by h.mu.
-	subs   map[string]*Sub // the channels this link serves, joined or lingering
+	subs   map[string]*Sub // the Subs this link serves, joined or lingering, by channel (Sub.channel)
 	gen    uint64          // the current connection's generation: hooks of an older one are ignored
 	broken error           // set by a hook: the current connection must be replaced
 }
@@ -58,8 +65,11 @@ func (l *link) run(ctx context.Context) {
 			return
 		}
 		healthy, err := l.connect(ctx)
-		if err == nil || ctx.Err() != nil {
-			return // idle (the link is retired) or closed
+		if ctx.Err() != nil {
+			return // closed
+		}
+		if err == nil {
+			continue // idle, or its Subs moved to other links: retire decides
 		}
 		if healthy {
 			bo.Reset()
@@ -91,8 +101,8 @@ func (l *link) retire(ctx context.Context) bool {
 	if len(l.subs) > 0 && ctx.Err() == nil {
 		return false
 	}
-	if h.links[l.slot] == l {
-		delete(h.links, l.slot)
+	if h.links[l.addr] == l {
+		delete(h.links, l.addr)
 	}
 	return true
 }
@@ -100,11 +110,18 @@ func (l *link) retire(ctx context.Context) bool {
 // drop removes s from the link and the Hub; a later Join makes a new Sub.
 // Called with h.mu held.
 func (l *link) drop(ch string, s *Sub) {
+	h := l.h
 	delete(l.subs, ch)
-	if l.h.subs[ch] == s {
-		delete(l.h.subs, ch)
+	if h.subs[ch] == s {
+		delete(h.subs, ch)
+		if !h.sharded {
+			h.unlisten() // the Join's
+		}
 	}
-	s.sent = false
+	if s.pattern && h.listening.Load() == s {
+		h.listening.Store(nil)
+	}
+	s.sent, s.confirmed = false, 0
 	s.live.Store(false)
 }
 
@@ -113,7 +130,10 @@ func (l *link) drop(ch string, s *Sub) {
 // healthy reports whether the connection answered a PING.
 func (l *link) connect(ctx context.Context) (healthy bool, err error) {
 	h := l.h
-	dc, _ := h.rc.Dedicate()
+	dc, err := l.dedicate(ctx)
+	if err != nil || dc == nil {
+		return false, err
+	}
 	h.mu.Lock()
 	gen := l.gen
 	h.mu.Unlock()
@@ -143,7 +163,7 @@ func (l *link) disconnect(gen uint64) {
 	l.gen++
 	l.broken = nil
 	for _, s := range l.subs {
-		s.sent = false
+		s.sent, s.confirmed = false, 0
 		s.live.Store(false)
 	}
 }
@@ -161,7 +181,7 @@ func (l *link) serve(ctx context.Context, dc rueidis.DedicatedClient, errs <-cha
 		if len(unsub) > 0 {
 			// The channels left l.subs before this is sent, so the hook
 			// takes the server's confirmations for replies, not losses.
-			if err := l.do(ctx, dc, l.unsubscribe(dc, unsub)); err != nil {
+			if err := l.unsubscribe(ctx, dc, unsub); err != nil {
 				return healthy, fmt.Errorf("unsubscribe: %w", err)
 			}
 		}
@@ -206,7 +226,7 @@ func (l *link) serve(ctx context.Context, dc rueidis.DedicatedClient, errs <-cha
 // no deadline). It fails when the connection must be replaced: a channel
 // was not confirmed in time, or a hook found it broken. With no channel
 // left it retires the link and returns nothing to do and wait -1.
-func (l *link) plan() (unsub []string, sub []*Sub, wait time.Duration, err error) {
+func (l *link) plan() (unsub, sub []*Sub, wait time.Duration, err error) {
 	h := l.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -226,7 +246,7 @@ func (l *link) plan() (unsub []string, sub []*Sub, wait time.Duration, err error
 				soonest(expiry)
 			} else {
 				if s.sent {
-					unsub = append(unsub, ch)
+					unsub = append(unsub, s)
 				}
 				l.drop(ch, s)
 				continue
@@ -247,8 +267,8 @@ func (l *link) plan() (unsub []string, sub []*Sub, wait time.Duration, err error
 	}
 	if len(l.subs) == 0 {
 		// Closing the connection ends its subscriptions: no UNSUBSCRIBE.
-		if h.links[l.slot] == l {
-			delete(h.links, l.slot)
+		if h.links[l.addr] == l {
+			delete(h.links, l.addr)
 		}
 		return nil, nil, -1, nil
 	}
@@ -258,27 +278,174 @@ func (l *link) plan() (unsub []string, sub []*Sub, wait time.Duration, err error
 	return unsub, sub, wait, nil
 }
 
-// subscribe sends one SUBSCRIBE for subs. A refusal by the server (an ACL,
-// no SSUBSCRIBE before Redis 7) is final for the Subs it names, found by
-// subscribing them one by one; their waiters fall back to their timers
-// until the channel is dropped and joined anew. It fails on any other
-// error: the connection is then replaced.
-func (l *link) subscribe(ctx context.Context, dc rueidis.DedicatedClient, subs []*Sub) error {
-	channels := make([]string, len(subs))
-	for i, s := range subs {
-		channels[i] = s.channel
+// dedicate returns a new dedicated connection for the link: of the
+// cluster's node at addr (sharded), of any node (a sharded Hub's pattern),
+// or of the client. A sharded Hub reads the cluster's slots first, once,
+// and moves the Subs to their nodes' links: it returns a nil connection
+// and nil error when that left this link nothing to serve.
+func (l *link) dedicate(ctx context.Context) (rueidis.DedicatedClient, error) {
+	h := l.h
+	if !h.sharded {
+		dc, _ := h.rc.Dedicate()
+		return dc, nil
 	}
-	cmd := dc.B().Subscribe().Channel(channels...).Build()
-	if l.h.sharded {
+	if l.sharded {
+		h.mu.Lock()
+		mapped := h.mapped
+		h.mu.Unlock()
+		if !mapped {
+			if err := h.mapSlots(ctx); err != nil {
+				return nil, err
+			}
+			h.mu.Lock()
+			empty := len(l.subs) == 0
+			h.mu.Unlock()
+			if empty {
+				return nil, nil
+			}
+		}
+	}
+	nodes := h.rc.Nodes()
+	node := nodes[l.addr]
+	if !l.sharded {
+		for _, n := range nodes { // any node: a PUBLISH reaches every one
+			node = n
+			break
+		}
+	}
+	if node == nil {
+		return nil, fmt.Errorf("no client of cluster node %q", l.addr)
+	}
+	dc, _ := node.Dedicate()
+	return dc, nil
+}
+
+// mapSlots reads which node serves each slot (CLUSTER SLOTS) and moves
+// every Sub not subscribed yet to its node's link.
+func (h *Hub) mapSlots(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, h.timing.reply)
+	defer cancel()
+	ranges, err := h.rc.Do(ctx, h.rc.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return fmt.Errorf("cluster slots: %w", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range ranges {
+		v, err := r.ToArray()
+		if err != nil || len(v) < 3 {
+			continue
+		}
+		lo, err1 := v[0].AsInt64()
+		hi, err2 := v[1].AsInt64()
+		master, err3 := v[2].ToArray()
+		if err1 != nil || err2 != nil || err3 != nil || len(master) < 2 {
+			continue
+		}
+		host, err1 := master[0].ToString()
+		port, err2 := master[1].AsInt64()
+		if err1 != nil || err2 != nil || host == "" {
+			continue // an unknown endpoint: -MOVED will say
+		}
+		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
+		for slot := lo; slot <= hi; slot++ {
+			h.slots[uint16(slot)] = addr
+		}
+	}
+	h.mapped = true
+	for _, s := range h.subs {
+		if !s.sent && s.link != nil {
+			h.place(s)
+		}
+	}
+	return nil
+}
+
+// subscribe subscribes subs: outside cluster mode one SUBSCRIBE for the
+// locks' channels and one PSUBSCRIBE for the pattern; in cluster mode one
+// SSUBSCRIBE per slot (a command's channels must share a slot). A Sub
+// whose slot another node serves (-MOVED) moves to that node's link. A
+// refusal by the server (an ACL, no SSUBSCRIBE before Redis 7) is final for
+// the Subs it names, found by subscribing them one by one; their waiters
+// fall back to their timers until the channel is dropped and joined anew.
+// It fails on any other error: the connection is then replaced.
+func (l *link) subscribe(ctx context.Context, dc rueidis.DedicatedClient, subs []*Sub) error {
+	for _, g := range l.groups(subs) {
+		if err := l.subscribeGroup(ctx, dc, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groups splits subs into those one command may name: the pattern apart
+// from the locks' channels, and, sharded, by slot.
+func (l *link) groups(subs []*Sub) [][]*Sub {
+	var groups [][]*Sub
+	if l.sharded {
+		bySlot := map[uint16]int{}
+		for _, s := range subs {
+			i, ok := bySlot[s.slot]
+			if !ok {
+				i = len(groups)
+				bySlot[s.slot] = i
+				groups = append(groups, nil)
+			}
+			groups[i] = append(groups[i], s)
+		}
+	} else {
+		var locks, patterns []*Sub
+		for _, s := range subs {
+			if s.pattern {
+				patterns = append(patterns, s)
+			} else {
+				locks = append(locks, s)
+			}
+		}
+		for _, g := range [][]*Sub{patterns, locks} {
+			if len(g) > 0 {
+				groups = append(groups, g)
+			}
+		}
+	}
+	return groups
+}
+
+// subscribeGroup sends one subscription command for subs, which are all
+// patterns, all locks' channels, or (sharded) all of one slot.
+func (l *link) subscribeGroup(ctx context.Context, dc rueidis.DedicatedClient, subs []*Sub) error {
+	var channels []string
+	for _, s := range subs {
+		channels = append(channels, s.channels()...)
+	}
+	var cmd rueidis.Completed
+	switch {
+	case subs[0].pattern:
+		cmd = dc.B().Psubscribe().Pattern(channels...).Build()
+	case l.sharded:
 		cmd = dc.B().Ssubscribe().Channel(channels...).Build()
+	default:
+		cmd = dc.B().Subscribe().Channel(channels...).Build()
 	}
 	err := l.do(ctx, dc, cmd)
+	if addr, ok := moved(err); ok && l.sharded {
+		h := l.h
+		h.mu.Lock()
+		h.slots[subs[0].slot] = addr
+		for _, s := range subs {
+			if s.link == l && h.subs[s.channel] == s {
+				h.place(s)
+			}
+		}
+		h.mu.Unlock()
+		return nil
+	}
 	if !refused(err) {
 		return err
 	}
 	if len(subs) > 1 {
 		for _, s := range subs {
-			if err := l.subscribe(ctx, dc, []*Sub{s}); err != nil {
+			if err := l.subscribeGroup(ctx, dc, []*Sub{s}); err != nil {
 				return err
 			}
 		}
@@ -289,6 +456,15 @@ func (l *link) subscribe(ctx context.Context, dc rueidis.DedicatedClient, subs [
 	subs[0].refused, subs[0].sent = true, false
 	l.h.mu.Unlock()
 	return nil
+}
+
+// moved returns the node that a -MOVED reply names.
+func moved(err error) (addr string, ok bool) {
+	rerr, isRedis := rueidis.IsRedisErr(err)
+	if !isRedis {
+		return "", false
+	}
+	return rerr.IsMoved()
 }
 
 // refused reports whether err is the server's refusal to subscribe, as
@@ -303,11 +479,26 @@ func refused(err error) bool {
 	return !redirect
 }
 
-func (l *link) unsubscribe(dc rueidis.DedicatedClient, channels []string) rueidis.Completed {
-	if l.h.sharded {
-		return dc.B().Sunsubscribe().Channel(channels...).Build()
+// unsubscribe ends the subscriptions of subs, grouped as subscribe groups
+// them.
+func (l *link) unsubscribe(ctx context.Context, dc rueidis.DedicatedClient, subs []*Sub) error {
+	for _, g := range l.groups(subs) {
+		var channels []string
+		for _, s := range g {
+			channels = append(channels, s.channels()...)
+		}
+		cmd := dc.B().Unsubscribe().Channel(channels...).Build()
+		switch {
+		case g[0].pattern:
+			cmd = dc.B().Punsubscribe().Pattern(channels...).Build()
+		case l.sharded:
+			cmd = dc.B().Sunsubscribe().Channel(channels...).Build()
+		}
+		if err := l.do(ctx, dc, cmd); err != nil {
+			return err
+		}
 	}
-	return dc.B().Unsubscribe().Channel(channels...).Build()
+	return nil
 }
 
 // do sends cmd on the link's connection and waits at most timing.reply for
@@ -322,27 +513,63 @@ func (l *link) do(ctx context.Context, dc rueidis.DedicatedClient, cmd rueidis.C
 	return err
 }
 
+// sub returns the Sub of channel: a lock's channel, its named channel
+// (sharded), or the pattern; nil if none. Called with h.mu held.
+func (l *link) sub(channel string) *Sub {
+	if s := l.subs[channel]; s != nil {
+		return s
+	}
+	if lock, ok := strings.CutSuffix(channel, l.h.suffix); ok && l.sharded {
+		return l.subs[lock]
+	}
+	return nil
+}
+
 // message is the OnMessage hook of connection gen. Like every hook it runs
-// on rueidis's reader goroutine and must not block.
+// on rueidis's reader goroutine and must not block. A message on a named
+// channel of the Client (through the pattern, or subscribed in cluster
+// mode) goes to the Sub of its lock; a loss notice there, to the Client.
 func (l *link) message(gen uint64, m rueidis.PubSubMessage) {
 	h := l.h
+	lock, named := strings.CutSuffix(m.Channel, h.suffix)
+	if named {
+		if owner, ok := Lost(m.Message); ok {
+			h.mu.Lock()
+			current := l.gen == gen
+			h.mu.Unlock()
+			if current {
+				h.lost(owner)
+			}
+			return
+		}
+	}
 	h.mu.Lock()
-	s := l.subs[m.Channel]
+	var s *Sub
+	switch {
+	case m.Pattern != "":
+		if named {
+			s = h.subs[lock]
+		}
+	default:
+		s = l.sub(m.Channel)
+	}
 	current := l.gen == gen
 	h.mu.Unlock()
-	if current && s != nil {
+	if current && s != nil && !s.pattern {
 		s.wake(m.Message)
 	}
 }
 
-// subscription is the OnSubscription hook of connection gen: a
-// confirmation makes the channel live and wakes all its waiters; an
-// unsubscription we did not ask for (a cluster slot moved, say) breaks the
-// connection.
+// subscription is the OnSubscription hook of connection gen: the
+// confirmation of a Sub's last channel makes it live and wakes all its
+// waiters (the pattern's, outside cluster mode, every waiter of the Hub);
+// an unsubscription we did not ask for breaks the connection, but in
+// cluster mode, where it says the channel's slot moved: the channel is
+// subscribed again, and the node's -MOVED sends it to its new node's link.
 func (l *link) subscription(gen uint64, p rueidis.PubSubSubscription) {
 	h := l.h
 	h.mu.Lock()
-	s := l.subs[p.Channel]
+	s := l.sub(p.Channel)
 	if l.gen != gen || s == nil || !s.sent {
 		// An older connection's, or the reply to our UNSUBSCRIBE: s left
 		// l.subs, or is a new Sub of the channel not subscribed yet, before
@@ -351,12 +578,27 @@ func (l *link) subscription(gen uint64, p rueidis.PubSubSubscription) {
 		return
 	}
 	switch p.Kind {
-	case "subscribe", "ssubscribe":
+	case "subscribe", "ssubscribe", "psubscribe":
+		if s.confirmed++; s.confirmed < len(s.channels()) {
+			break
+		}
 		s.live.Store(true)
 		h.mu.Unlock()
-		s.wake("")
+		if !s.pattern {
+			s.wake("")
+		} else if !h.sharded {
+			h.wakeAll()
+		}
 		return
-	case "unsubscribe", "sunsubscribe":
+	case "sunsubscribe":
+		if l.sharded {
+			s.sent, s.confirmed = false, 0
+			s.live.Store(false)
+			l.wake()
+			break
+		}
+		fallthrough
+	case "unsubscribe", "punsubscribe":
 		s.live.Store(false)
 		if l.broken == nil {
 			l.broken = fmt.Errorf("the server ended the subscription to %q", p.Channel)

@@ -67,10 +67,14 @@ func newHub(t *testing.T, srv *redistest.Server) (*wake.Hub, *counting) {
 func newHubLinger(t *testing.T, srv *redistest.Server, linger time.Duration) (*wake.Hub, *counting) {
 	t.Helper()
 	rc := &counting{Client: srv.Client(t)}
-	h := wake.NewHubTiming(rc, false, slog.New(slog.DiscardHandler), pingEvery, replyTimeout, linger)
+	h := wake.NewHubTiming(rc, false, slog.New(slog.DiscardHandler), wake.Self{Prefix: testPrefix, ID: "hub"}, pingEvery, replyTimeout, linger)
 	t.Cleanup(h.Close)
 	return h, rc
 }
+
+// testPrefix is the key prefix of the test Hubs: channelOf's channels are
+// not under it, so that the pattern of a Hub matches none of them.
+const testPrefix = "wake-test"
 
 // channelOf returns a channel name unique to the test.
 func channelOf(t *testing.T, suffix string) string { return "wake:{" + t.Name() + "}" + suffix }
