@@ -187,6 +187,9 @@ func TestNextFires(t *testing.T) {
 	pending(t, next)
 	srv.Resume(t)
 	fired(t, next, "the subscription confirmation")
+	// The pattern's confirmation fires the signal too: the channel may
+	// come second.
+	eventually(t, "the subscription live", s.Live)
 
 	for i := range 3 {
 		next := s.NextFor("waiter")
