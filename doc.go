@@ -54,6 +54,22 @@
 // last confirming command was sent, less an allowance for clock drift
 // (lease/100 + 2ms).
 //
+// A holder learns of a loss at the latest at the watchdog's next renewal,
+// lease/3 after the lock was taken away (10s at the default lease), provided
+// its process runs; when renewals cannot get through, its Context ends when
+// ValidUntil passes, which is before the key can expire on the server. A
+// WithLease lease is not renewed: its holder learns at its ValidUntil at the
+// latest.
+// So a holder may act on a lock it lost for up to lease/3, and for as long
+// as it is paused. Work under a lock therefore sends the token to the store
+// (the only protection against pauses); passes [Lease.Context] to the calls
+// that make side effects, so that they stop once the loss is known; checks,
+// before a step that must finish under the lock, that
+// time.Until(lease.ValidUntil()) exceeds the step's worst case; and checks
+// [Lease.Unlock]'s error, ErrLockLost when the lease ended before it, which
+// a bare defer drops. A shorter [WithWatchdogTimeout] shortens the wait for
+// the news (the Client's due leases share one round trip).
+//
 // # Ownership and waiting
 //
 // A lock's owner is carried by ctx, not by the goroutine: [Lease.Context]
@@ -119,13 +135,16 @@
 // in one cluster slot; different names give different E, so two locks never
 // share a key. The keys of a lock:
 //
-//   - P:{E}, the lock: a string (mutex) or a hash of owner → hold count;
+//   - P:{E}, the lock: a string (mutex), a hash of owner → hold count, or
+//     a semaphore's hash (its size, the permits held, each holder's
+//     permits and token);
 //   - P:{E}:fence, the last fencing token issued;
 //   - P:{E}:queue, queued waiters in arrival order (a fair lock's, a
 //     mutex's or reentrant lock's starving waiters and those behind them,
 //     a read-write lock's waiting writers);
 //   - P:{E}:waiters, the queued waiters' deadlines;
-//   - P:{E}:readers, a read-write lock's readers' deadlines;
+//   - P:{E}:readers, a read-write lock's readers' deadlines, or a
+//     semaphore's holders' expiries;
 //   - P:{E}:gone, owners whose acquire may still land after they gave up,
 //     refused when it does;
 //   - P:{E}:wake, the wake-up channel (sharded pub/sub in cluster mode).

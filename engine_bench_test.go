@@ -51,7 +51,7 @@ func BenchmarkLockUnlockDistinct(b *testing.B) {
 }
 
 // BenchmarkLockUnlockHeld runs Lock+Unlock of one key on a Client that
-// holds n other leases (issue 14: the watchdog at scale), and reports how
+// holds n other leases (the watchdog at scale), and reports how
 // long taking the n leases took ("take-s", 64 goroutines) and the heap
 // each held lease costs ("heap-B/lease"):
 //
@@ -108,8 +108,8 @@ func BenchmarkLockUnlockHeld(b *testing.B) {
 // mutex's two scripts alone on the same kind of client ("scripts"): the
 // engine's own cost is the difference. Besides allocs/op it reports
 // goroutine runs per operation ("runs/op": scheduling events from
-// runtime/metrics, the process's background goroutines included), the
-// issue 14 measure of goroutine wake-ups:
+// runtime/metrics, the process's background goroutines included), which
+// counts goroutine wake-ups:
 //
 //	go test -run '^$' -bench 'LockUnlock$' -benchmem .
 func BenchmarkLockUnlock(b *testing.B) {
@@ -138,7 +138,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 }
 
 // BenchmarkNoPipeliningFloor times, interleaved in one process so that
-// the machine's drift hits every row alike, what issue 14's
+// the machine's drift hits every row alike, what the bench's
 // DisableAutoPipelining target compares: one PING through a default
 // (pipelined) rueidis client, and on a client with DisableAutoPipelining
 // two PINGs, two EVALSHA of a script that only returns (the floor of any
@@ -286,7 +286,7 @@ func benchClient(b testing.TB, addr string, opt rueidis.ClientOption) rueidis.Cl
 // allocBounds bounds the allocations of an uncontended Lock+Unlock, per
 // kind of ctx given to Lock: reused is a lock made once, perCall one made
 // for the call (mutex.New(c, "invoice:"+id).Lock(ctx)), the lock's own
-// allocations included. Issue 14 asks for at most 25. Under a ctx that can
+// allocations included; the bench's target is at most 25. Under a ctx that can
 // end, which the test makes per call as a caller does (its own 4
 // allocations counted), the attempt runs in a goroutine the caller can
 // leave (see waiter.attempt), which costs 4 more; under

@@ -67,6 +67,7 @@ func report(res *Results, plots []plotFile) string {
 	w.text("Absolute figures drift between machines and runs; the ratios (relock ÷ peer, and figures over the PING round trip of scenario 1) are what to compare. Every library runs at its documented defaults; a *tuned* row uses the retry options the library offers. relock has no retry knobs: its waiters are woken by the release.")
 	w.text("")
 
+	peersSection(&w, res)
 	targetsSection(&w, res)
 
 	w.text("## 1. Round-trip floor")
@@ -107,7 +108,7 @@ func report(res *Results, plots []plotFile) string {
 		w.text("")
 	}
 	if sync := floorP50(res, floorSync); sync > 0 && floor > 0 {
-		w.line("The synchronous PING takes %s, %.2f× the pipelined one. A Lock+Unlock is two round trips, so against the synchronous PING its ratio cannot go below 2.0×, and target 2's 1.6× for the DisableAutoPipelining row (synchronous, on a pooled connection) could not be met on that path; the issue states it against the pipelined PING (its figures put such a Lock+Unlock at 1.3–1.5× PING, below two synchronous round trips), and the target is evaluated against that row.",
+		w.line("The synchronous PING takes %s, %.2f× the pipelined one. A Lock+Unlock is two round trips, so against the synchronous PING its ratio cannot go below 2.0×, and target 2's 1.6× for the DisableAutoPipelining row (synchronous, on a pooled connection) could not be met on that path; the target is therefore stated against the pipelined PING, the path of the default client's rows, and evaluated against that row.",
 			fmtDur(sync), float64(sync)/float64(floor))
 		w.text("")
 	}
@@ -284,6 +285,8 @@ func report(res *Results, plots []plotFile) string {
 		fmtDur(watchdogTimeout), fmtDur(renewEvery(watchdogTimeout)), goDuration(watchdogTimeout), fmtDur(watchdogTimeout), fmtDur(renewEvery(watchdogTimeout)), orDash(res.Durations["watchdog_window"]),
 		fmtDur(relock.DefaultWatchdogTimeout), fmtDur(renewEvery(relock.DefaultWatchdogTimeout)), orDash(res.Durations["watchdog_scale_window"]))
 	w.text("- Latencies are nearest-rank percentiles of every operation (up to a cap per row); throughput is operations over the wall time of the row.")
+	w.text("- What the tables measure is also held by tests that fail when it grows: `TestLockUnlockRoundTrips` and `TestTryLockHeld` (package mutex) count the round trips of a Lock, an Unlock and a TryLock on a held lock (one each), `TestLockUnlockAllocs` (root package) the allocations of a Lock+Unlock, and `TestCommandBudget` (package luascripts) the Redis commands of each hot path's script.")
+	w.text("- The DisableAutoPipelining row is two synchronous round trips and two scripts. `BenchmarkNoPipeliningFloor` (root package: `go test -run '^$' -bench NoPipeliningFloor -benchtime 3000x -count 3 .`) times, interleaved in one process, each p50 against the pipelined PING's: two `EVALSHA` of a script that only returns, relock's two scripts alone, and its Lock+Unlock, which separates the engine's cost from the scripts' own Redis time and from the round trips'.")
 	w.text("- Redis figures are `INFO` deltas taken around each row (the `INFO` itself is subtracted); on a shared Redis (`-redis`) they include other clients' traffic. Redis µs/op counts the commands the clients sent, each script's time once (see Targets).")
 	return w.String()
 }
@@ -583,7 +586,7 @@ func fmtHold(d time.Duration) string {
 func targetsSection(w *mdWriter, res *Results) {
 	w.text("## Targets")
 	w.text("")
-	w.text("Issue 14's round-2 targets for relock, evaluated on this run: each is met (PASS) or missed (**MISS**), with the ratio measured; every figure comes from the tables below. This table can be copied as it is.")
+	w.text("relock's performance targets, evaluated on this run: each is met (PASS) or missed (**MISS**), with the ratio measured; every figure comes from the tables below. This table can be copied as it is.")
 	w.text("")
 	w.text("| # | target | wanted | measured | |")
 	w.text("|---|---|---|---|---|")
@@ -611,10 +614,10 @@ func targetsSection(w *mdWriter, res *Results) {
 	w.text("How the figures the targets need are taken:")
 	w.text("")
 	w.line("- **Goroutine runs per op** (1): the count of the runtime/metrics histogram `%s` over the timed loop, times the runtime's sampling period (%d: it records one in %d of a goroutine's transitions into running), ÷ operations; the whole process, so the library's goroutines and its client's reader and writer goroutines count, as allocations do. The sampling makes both rows' estimates noisy, so the ratio is judged with a %.0f%% tolerance: it passes up to %.2f×.", schedMetric, schedSampling, schedSampling, 100*runsTolerance, targetRunsVsScripts+runsTolerance)
-	w.line("- **PING floor** (2): the DisableAutoPipelining row (synchronous, on a pooled connection) is compared with the PING through rueidis's pipeline goroutines, as the issue states it; against the synchronous PING (scenario 1 has both) two round trips make 2.0× the floor.")
+	w.line("- **PING floor** (2): the DisableAutoPipelining row (synchronous, on a pooled connection) is compared with the PING through rueidis's pipeline goroutines, as the target states it; against the synchronous PING (scenario 1 has both) two round trips make 2.0× the floor.")
 	w.text("- **Redis µs/op** (3): the `INFO commandstats` usec of the commands the clients sent: `EVALSHA`'s own (which includes the commands its script runs), plus the commands sent directly, counted on the client (a rueidis wrapper, a go-redis hook), plus commands no script runs (transactions, `WAIT`, pub/sub, `PING`). Not the sum over all commands, which counts a script's commands twice.")
 	w.line("- **FIFO violations** (4): every acquisition is stamped with the wall-clock time its waiter's first Lock call began and the time Lock returned (the processes share the machine's clock). A grant counts as a violation when another waiter, whose Lock call began at least %s before the granted waiter's, was still waiting (granted later, or not at all by the end of the row). The %s tolerance absorbs the clock reads and a library's attempt granularity.", fmtDur(fifoTolerance), fmtDur(fifoTolerance))
-	w.text("- **Fair wait max** (4): the issue's 1.01 s (against a 10 ms p99) was one waiter that slept through its wake-up. A waiter that had just joined the lock's wake-up subscription asked whether the subscription was live before taking its wake-up signal; a release, and the subscription's confirmation, landing between the two woke nobody, and the waiter slept until something else woke it, a second later. It now takes the signal first (`TestFirstWaitMissesNoWakeUp` puts a release in that gap); the table above has this run's ratio. The waits are bounded by construction besides: a release hands the lock to the first waiter and wakes it by name, and a waiter behind it sleeps no later than its deadline.")
+	w.text("- **Fair wait max** (4): the longest wait over the 99th percentile, which shows a waiter that slept through its wake-up. A waiter that has just joined the lock's wake-up subscription takes its wake-up signal before it asks whether the subscription is live, so that a release (or the subscription's confirmation) landing between the two still wakes it (`TestFirstWaitMissesNoWakeUp` puts a release in that gap). The waits are bounded by construction besides: a release hands the lock to the first waiter and wakes it by name, and a waiter behind it sleeps no later than its deadline.")
 	w.text("- **EVALSHA per handoff** (7): `EVALSHA` (and `EVAL`) calls in `INFO commandstats` ÷ acquisitions. An acquire attempt, a release and a waiter's heartbeat are one `EVALSHA` each, so EVALSHA/handoff − 1 is about the acquire attempts per handoff: a release that wakes one waiter gives about 2; one that wakes every waiter, about the number of waiters.")
 	w.line("- **Round trips per 100 renewals due** (6): the client's `Do`/`DoMulti` calls per second while holding, above idle, ÷ (leases ÷ the row's renewal interval ÷ 100); at relock's default %s lease, the rows of target 6, the interval is %s.", fmtDur(relock.DefaultWatchdogTimeout), fmtDur(renewEvery(relock.DefaultWatchdogTimeout)))
 	w.text("")
@@ -774,7 +777,7 @@ func watchdogScaleSection(w *mdWriter, res *Results) {
 	} else if err == nil {
 		held += ", less than a renewal interval: it may run beside no renewal"
 	}
-	w.line("relock's mutex alone, in a process of its own holding each number of leases at relock's default lease, `relock.DefaultWatchdogTimeout` (%s, renewed every %s: no `WithWatchdogTimeout`), the setup issue 14's target 6 is about; the comparison above runs at %s leases so that the libraries compare, which at 100,000 leases would be 100,000 renewals a second. Window: %s. *Taking* is the wall time to take them all from %d goroutines; *heap per lease* is `HeapAlloc` after a GC, after taking them less before, ÷ leases. *Lock+Unlock/s* is one goroutine locking and unlocking one more key on the same client: for %s before taking the leases and again for %s after releasing them (*none held* is the mean of the two, which bracket the loop with the leases held in time, so that the machine's drift over the row weighs on both sides), and after the window, while holding them, for %s. *Round trips per 100 due* divides the client's round trips per second above idle by the renewals due per second (leases ÷ the row's renewal interval, a third of its lease) ÷ 100.",
+	w.line("relock's mutex alone, in a process of its own holding each number of leases at relock's default lease, `relock.DefaultWatchdogTimeout` (%s, renewed every %s: no `WithWatchdogTimeout`), the setup target 6 is about; the comparison above runs at %s leases so that the libraries compare, which at 100,000 leases would be 100,000 renewals a second. Window: %s. *Taking* is the wall time to take them all from %d goroutines; *heap per lease* is `HeapAlloc` after a GC, after taking them less before, ÷ leases. *Lock+Unlock/s* is one goroutine locking and unlocking one more key on the same client: for %s before taking the leases and again for %s after releasing them (*none held* is the mean of the two, which bracket the loop with the leases held in time, so that the machine's drift over the row weighs on both sides), and after the window, while holding them, for %s. *Round trips per 100 due* divides the client's round trips per second above idle by the renewals due per second (leases ÷ the row's renewal interval, a third of its lease) ÷ 100.",
 		fmtDur(relock.DefaultWatchdogTimeout), fmtDur(interval), fmtDur(watchdogTimeout), window, keepConcurrency, orDash(res.Durations["lock_loop"]), orDash(res.Durations["lock_loop"]), held)
 	w.text("")
 	w.text("| leases held | lease (renewed every) | lost | taking | heap per lease | Lock+Unlock/s, none held | with the leases held | held ÷ none | window | round trips/s above idle | renewals due/s | round trips per 100 due | Redis commands / lease / s | client CPU (idle) | Redis CPU (idle) |")
@@ -831,3 +834,132 @@ func goDuration(d time.Duration) string {
 
 // fmtSeconds renders a number of seconds as fmtDur does.
 func fmtSeconds(s float64) string { return fmtDur(time.Duration(s * float64(time.Second))) }
+
+// peer is a column of the summary against the peers: a library's row at
+// its defaults, and the ID of its tuned row, if it has one.
+type peer struct{ name, id, tuned string }
+
+// peers are the summary's columns, in the order the README shows them.
+var peers = []peer{
+	{"bsm/redislock", "bsm", ""},
+	{"go-redsync/redsync", "redsync", ""},
+	{"rueidislock", "rueidislock", "rueidislock-1key"},
+}
+
+// peerMeasure is a row of the summary against the peers: a figure that
+// relock's row (relock) and each peer's row have.
+type peerMeasure struct {
+	name   string
+	relock string                  // relock's row
+	get    func(id string) float64 // the row's figure; 0 where it is missing
+	fmt    func(float64) string
+	ids    map[string]string // peer name → its row here, where not its usual id
+}
+
+// ratio renders relock's figure base ÷ p's (and ÷ p's tuned row).
+func (m peerMeasure) ratio(base float64, p peer) string {
+	id, tuned := p.id, p.tuned
+	if m.ids != nil {
+		id, tuned = m.ids[p.name], ""
+	}
+	v := m.get(id)
+	if id == "" || v == 0 {
+		return "–"
+	}
+	s := fmtRatio(base / v)
+	if t := m.get(tuned); tuned != "" && t != 0 {
+		s += " (" + fmtRatio(base/t) + ")"
+	}
+	return s
+}
+
+// peersSection renders the summary of relock against its peers, one ratio
+// per cell, in the shape the README quotes, so that the README's table is
+// this one copied.
+func peersSection(w *mdWriter, res *Results) {
+	p50 := func(r *LatencyRow) float64 {
+		if r == nil {
+			return 0
+		}
+		return float64(r.P50)
+	}
+	hot := func(f func(*HotKeyRow) float64) func(string) float64 {
+		return func(id string) float64 {
+			if r := hotKey(res, id, 0); r != nil {
+				return f(r)
+			}
+			return 0
+		}
+	}
+	dur := func(f float64) string { return fmtDur(time.Duration(f)) }
+	redlockP50 := func(id string) float64 {
+		if res.Redlock == nil {
+			return 0
+		}
+		for i := range res.Redlock.Uncontended {
+			if r := &res.Redlock.Uncontended[i]; r.ID == id && r.Err == "" && r.N > 0 {
+				return p50(r)
+			}
+		}
+		return 0
+	}
+	renewTrips := func(id string) float64 {
+		for _, k := range res.Watchdog {
+			if k.ID == id && k.Renews && k.Acquired > 0 {
+				return k.Held.RoundTripSec - k.Idle.RoundTripSec
+			}
+		}
+		return 0
+	}
+	leases := 0
+	for _, k := range res.Watchdog {
+		if k.ID == "relock" {
+			leases = k.Acquired
+		}
+	}
+	ms := []peerMeasure{
+		{name: "uncontended Lock+Unlock, p50 (lower is better)", relock: "relock", fmt: dur,
+			get: func(id string) float64 { return p50(uncontended(res, id)) }},
+		{name: "64 goroutines on distinct keys, ops/s", relock: "relock", fmt: fmtRate,
+			get: func(id string) float64 {
+				if r := distinct(res, id); r != nil {
+					return r.OpsPerSec
+				}
+				return 0
+			}},
+		{name: "one hot key, 32 waiters, zero hold: handoffs/s", relock: "relock", fmt: fmtRate,
+			get: hot(func(r *HotKeyRow) float64 { return r.HandoffsSec })},
+		{name: "the same: handoffs/s to another waiter", relock: "relock", fmt: fmtRate,
+			get: hot(func(r *HotKeyRow) float64 { return r.SwitchesSec })},
+		{name: "the same: wait p99 (lower is better)", relock: "relock", fmt: dur,
+			get: hot(func(r *HotKeyRow) float64 { return float64(r.WaitP99) })},
+		{name: fmt.Sprintf("%s leases kept alive (%s lease): round trips/s (lower is better)", fmtRate(float64(leases)), fmtDur(watchdogTimeout)), relock: "relock", fmt: fmtRate,
+			get: renewTrips},
+		{name: "redlock over 5 masters: uncontended p50 (lower is better)", relock: "relock-redlock", fmt: dur,
+			get: redlockP50, ids: map[string]string{"go-redsync/redsync": "redsync-redlock"}},
+	}
+
+	w.text("## relock against its peers")
+	w.text("")
+	w.text("relock's mutex (its redlock in the last row) against each peer at its defaults, from the tables below: each cell is relock's figure ÷ the peer's, so above 1× relock is ahead for rates and behind where lower is better; rueidislock tuned (KeyMajority 1, NoLoopTracking) in brackets; – where the peer has no such row (redsync and bsm/redislock do not renew leases). The README's performance table is this one, copied.")
+	w.text("")
+	head, rule := "| | relock", "|---|---"
+	for _, p := range peers {
+		head += " | ÷ " + p.name
+		rule += "|---"
+	}
+	w.text(head + " |")
+	w.text(rule + "|")
+	for _, m := range ms {
+		base := m.get(m.relock)
+		if base == 0 {
+			continue
+		}
+		row := fmt.Sprintf("| %s | %s", m.name, m.fmt(base))
+		for _, p := range peers {
+			row += " | " + m.ratio(base, p)
+		}
+		w.text(row + " |")
+	}
+	w.text("")
+}

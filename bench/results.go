@@ -207,9 +207,9 @@ type Lib struct {
 	Relock  bool   `json:"relock"`
 }
 
-// Target is one of the issue's targets, evaluated.
+// Target is one of relock's performance targets, evaluated.
 type Target struct {
-	Issue    int     `json:"issue"` // the item of issue 14's list
+	Issue    int     `json:"issue"` // the target's group, as the Targets table numbers it
 	Lib      string  `json:"lib"`   // the relock row it measures
 	Short    string  `json:"short"` // for the copyable table
 	Name     string  `json:"name"`

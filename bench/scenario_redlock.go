@@ -267,7 +267,7 @@ func redlockSection(w *mdWriter, res *RedlockResults) {
 		w.text("")
 		return
 	}
-	w.text("relock's package redlock against go-redsync/redsync over five pools (its Redlock mode), on five redis-server processes of their own on this machine, at their defaults. relock asks the masters in parallel, then writes the token back to the granting majority (one more parallel round trip) and releases on all masters in parallel; redsync also asks the masters in parallel. *÷ PING* divides by the PING p50 of one master through the library's own client; the issue's target is relock's p50 ≤ 3× PING. Redis figures are the first master's. The hot-key waiters run in this process, in two groups of 16, each group on clients of its own.")
+	w.text("relock's package redlock against go-redsync/redsync over five pools (its Redlock mode), on five redis-server processes of their own on this machine, at their defaults. relock asks the masters in parallel, then writes the token back to the granting majority (one more parallel round trip) and releases on all masters in parallel; redsync also asks the masters in parallel. *÷ PING* divides by the PING p50 of one master through the library's own client; relock's target is a p50 ≤ 3× PING. Redis figures are the first master's. The hot-key waiters run in this process, in two groups of 16, each group on clients of its own.")
 	w.text("")
 	floor := map[string]time.Duration{}
 	for _, f := range res.Floor {

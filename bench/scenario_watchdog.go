@@ -24,7 +24,7 @@ import (
 // lease, watchdogTimeout (3 s, renewed every second), so that their
 // renewal costs compare. relock also runs at scale, alone: 1,000, 10,000
 // and 100,000 leases at its default lease, relock.DefaultWatchdogTimeout
-// (30 s, renewed every 10 s), which is what issue 14's target 6 is about;
+// (30 s, renewed every 10 s), which is what target 6 is about;
 // at the comparison's lease, 100,000 leases would be 100,000 renewals a
 // second, which saturates a small machine's Redis and says nothing of
 // relock's own scaling. Its child also times how long taking the leases

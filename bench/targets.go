@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Issue 14's round-2 targets for relock, by the issue's numbering.
+// relock's performance targets, numbered by group (Target.Issue): the
+// number the report's Targets table shows.
 const (
 	targetRunsVsScripts    = 1.0  // 1: goroutine runs per Lock+Unlock ≤ the scripts alone's
 	runsTolerance          = 0.05 // 1: judged within this share, the runs being sampled (schedSampling)
@@ -57,7 +58,7 @@ func floorP50(res *Results, name string) time.Duration {
 	return 0
 }
 
-// target starts a Target of issue item n.
+// target starts a Target of group n.
 func target(n int, scenario, lib, name, short, want string) Target {
 	return Target{Issue: n, Scenario: scenario, Lib: lib, Name: name, Short: short, Want: want}
 }
@@ -106,8 +107,8 @@ func evaluate(res *Results) []Target {
 		t.set(r, r <= targetP50VsScripts, times(r), "%.2f× (%s vs %s)", r, fmtDur(u.P50), fmtDur(alone.P50))
 	}
 	ts = append(ts, t)
-	// Against the PING through rueidis's pipeline goroutines, as the issue
-	// states it: a Lock+Unlock is two round trips, so against the
+	// Against the PING through rueidis's pipeline goroutines, the path of
+	// the default client's rows: a Lock+Unlock is two round trips, so against the
 	// synchronous PING its ratio cannot go below 2.0×.
 	t = target(2, "uncontended", "relock-nopipe", "DisableAutoPipelining: uncontended Lock+Unlock p50 vs rueidis PING p50 through the pipeline goroutines (and its distinct-keys throughput)",
 		"DisableAutoPipelining: p50 ÷ pipelined PING p50", fmt.Sprintf("≤ %.1f× pipelined PING (throughput cost stated)", targetNoPipeVsPing))

@@ -182,7 +182,7 @@ func checkSoak(t *testing.T, logs []string, ev *soakEvents, store map[string]map
 		}
 		if over > soakOverrun && !paused(c.worker, c.call, c.ret) {
 			st.overruns++
-			res.violate(c.kind, "worker %d: Lock (%s, %s) returned %v after its ctx ended (deadline %v after the call; %s) [item 3]",
+			res.violate(c.kind, "worker %d: Lock (%s, %s) returned %v after its ctx ended (deadline %v after the call; %s)",
 				c.worker, c.mode, c.outcome, over.Round(time.Millisecond), time.Duration(c.deadline-c.call).Round(time.Millisecond), ev.during(end))
 		}
 		if c.outcome == "ok" && c.valid <= c.ret && !paused(c.worker, c.call, c.ret) {
@@ -223,7 +223,7 @@ func checkSoak(t *testing.T, logs []string, ev *soakEvents, store map[string]map
 		case "closed":
 			took := time.Duration(soakInt(f[3]))
 			if f[4] != "true" || took > soakClosedMax {
-				res.violate(f[2], "worker %s: Lock on a closed rueidis client took %v and returned %s, want ErrClosed within %v [item 6]",
+				res.violate(f[2], "worker %s: Lock on a closed rueidis client took %v and returned %s, want ErrClosed within %v",
 					f[1], took.Round(time.Millisecond), strings.Join(f[5:len(f)-1], " "), soakClosedMax)
 			}
 		case "late":
@@ -250,7 +250,7 @@ func checkSoak(t *testing.T, logs []string, ev *soakEvents, store map[string]map
 	}
 	sort.Strings(res.notes)
 	for _, p := range ev.probes {
-		res.violate("other", "%s [item 2]", p)
+		res.violate("other", "%s (quiesce probe)", p)
 	}
 	return res
 }
@@ -391,7 +391,7 @@ func checkSoakHolds(res *soakResult, name string, cs []*soakCall, ev *soakEvents
 func soakTime(ns int64) string { return time.Unix(0, ns).Format("15:04:05.000") }
 
 // checkSoakLiveness checks that after every heal each worker acquires
-// every kind within soakLiveness (items 1, 4, 5: starved waiters).
+// every kind within soakLiveness: no waiter starves.
 func checkSoakLiveness(res *soakResult, calls []*soakCall, ev *soakEvents) {
 	type key struct {
 		worker int
@@ -436,7 +436,7 @@ func checkSoakLiveness(res *soakResult, calls []*soakCall, ev *soakEvents) {
 					if i < len(ts) {
 						next = time.Duration(ts[i]-cy.heal).Round(time.Millisecond).String() + " after"
 					}
-					res.violate(kind, "worker %d acquired no %s within %v of the heal at %s (after %s); next acquisition %s [items 1, 4, 5]",
+					res.violate(kind, "worker %d acquired no %s within %v of the heal at %s (after %s); next acquisition %s",
 						w, kind, soakLiveness, soakTime(cy.heal), cy.what, next)
 				}
 			}
@@ -481,9 +481,8 @@ func checkSoakFIFO(res *soakResult, calls []*soakCall, ev *soakEvents) {
 }
 
 // checkSoakStalls checks that in strict windows no lock stays free for
-// more than soakStall while a Lock of it is waiting: a lost wake-up
-// (item 4), an expiry that wakes nobody (item 5) or a ghost holder left by
-// a timed-out Lock (item 2).
+// more than soakStall while a Lock of it is waiting: a lost wake-up, an
+// expiry that wakes nobody, or a ghost holder left by a timed-out Lock.
 func checkSoakStalls(res *soakResult, byName map[string][]*soakCall, calls []*soakCall, ev *soakEvents) {
 	windows := strictWindows(ev)
 	for name, cs := range byName {
@@ -528,14 +527,14 @@ func checkSoakGap(res *soakResult, ev *soakEvents, name string, gap soakSpan, pe
 		// The stretch of the gap this call spent waiting.
 		from, to := max(c.call, gap.from), min(c.ret, gap.to)
 		if time.Duration(to-from) > soakStall {
-			res.violate(c.kind, "%s was free for %v (%s–%s; %s) while worker %d's Lock (%s, called %s) waited [items 2, 4, 5]",
+			res.violate(c.kind, "%s was free for %v (%s–%s; %s) while worker %d's Lock (%s, called %s) waited",
 				name, time.Duration(gap.to-gap.from).Round(time.Millisecond), soakTime(gap.from), soakTime(gap.to), ev.during(gap.from), c.worker, c.mode, soakTime(c.call))
 			return
 		}
 	}
 }
 
-// checkSoakExpiry checks the expiry probes' records (item 5): in each
+// checkSoakExpiry checks the expiry probes' records: in each
 // probe, every holder got the lock, and after each lease's end the next
 // grant came within soakHandOn, unless the machine held the next holder's
 // worker up (lagged) for the excess.
@@ -559,7 +558,7 @@ func checkSoakExpiry(res *soakResult, other [][]string, lagged func(worker int, 
 		var granted []grant
 		for _, g := range gs {
 			if g.ret == 0 {
-				res.violate("fair", "expiry probe %d: worker %d's holder did not get the lock within %v while only expiries handed it on [item 5]", p, g.worker, soakExpiryWait)
+				res.violate("fair", "expiry probe %d: worker %d's holder did not get the lock within %v while only expiries handed it on", p, g.worker, soakExpiryWait)
 				continue
 			}
 			granted = append(granted, g)
@@ -571,7 +570,7 @@ func checkSoakExpiry(res *soakResult, other [][]string, lagged func(worker int, 
 			if late <= soakHandOn || lagged(g.worker, prev.end, g.ret, late-soakHandOn) {
 				continue
 			}
-			res.violate("fair", "expiry probe %d: the lease of worker %d's holder ended at %s and the next grant (worker %d's holder) came %v later, want within %v [item 5]",
+			res.violate("fair", "expiry probe %d: the lease of worker %d's holder ended at %s and the next grant (worker %d's holder) came %v later, want within %v",
 				p, prev.worker, soakTime(prev.end), g.worker, late.Round(time.Millisecond), soakHandOn)
 		}
 	}

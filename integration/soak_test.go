@@ -49,7 +49,7 @@ const (
 	soakExpiryWait    = 15 * time.Second // each holder's Lock deadline: far above the 8 leases queued
 )
 
-// TestSoak is issue 10's fault soak: soakWorkers worker processes (role
+// TestSoak is the fault soak: soakWorkers worker processes (role
 // "soak", see childSoak) each run every kind in goroutines through an
 // in-process TCP proxy to a dedicated lock Redis, doing fenced
 // read-modify-writes on a second, unfaulted Redis, while the test injects
@@ -72,7 +72,9 @@ const (
 // step during the run would void the comparison. Go's monotonic readings
 // are per process and cannot be compared.
 //
-// The checker (soak_check_test.go) then asserts issue 10's list and prints
+// The checker (soak_check_test.go) then asserts exclusion and fencing,
+// liveness after each heal, FIFO order, no stalls, Lock's ctx bound and
+// closed clients, and prints
 // a table per kind. Run longer with RELOCK_SOAK=10m, replay with
 // RELOCK_SEED=N (the schedule is a function of the seed; the interleavings
 // are not).
@@ -546,8 +548,8 @@ func (r *soakRun) storeCounters(t *testing.T, rc rueidis.Client) map[string]map[
 	return out
 }
 
-// soakOverrunBound is how long after its ctx's end a Lock may return (issue
-// 10 item 3): 50ms in a soak of minutes, run on a machine of its own. The
+// soakOverrunBound is how long after its ctx's end a Lock may return:
+// 50ms in a soak of minutes, run on a machine of its own. The
 // short soak (under soakLongRun) runs inside go test ./..., beside other
 // packages' tests under the race detector on a 2-core machine, where the
 // workers' lag probe does not account for every delay of 50ms; there the

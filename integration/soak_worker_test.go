@@ -384,7 +384,7 @@ func (g *soakGoroutine) run(ctx context.Context) {
 			if g.rng.IntN(3) == 0 {
 				mode, lk = "leased", g.leased
 				// Fair holds are forgotten more often: a queue handing on
-				// from one expired lease to the next is what item 5 broke.
+				// from one expired lease to the next must wake each next holder.
 				forget = g.rng.IntN(3) == 0 || (g.kind == "fair" && g.rng.IntN(2) == 0)
 			}
 		}
@@ -581,7 +581,7 @@ func relockGoroutines() (int, []string) {
 	return len(found), found
 }
 
-// closedClient checks issue 10's item 6: Lock of every kind on a Client
+// closedClient checks that Lock of every kind on a Client
 // whose rueidis client is closed returns ErrClosed at once, recorded as
 // "closed worker kind took-ns is-ErrClosed error". It closes w.lockRC.
 func (w *soakWorker) closedClient() {
@@ -626,7 +626,8 @@ const (
 	soakExpiryLease = 300 * time.Millisecond
 )
 
-// expiryProbe is issue 10's item 5 as a soak step: every worker's
+// expiryProbe checks, as a soak step, that expiries alone hand a fair
+// lock on: every worker's
 // soakExpiryHolders goroutines, at once, each Lock a fair lock of their own
 // with a fixed lease, on a Client of their own, and never unlock it. Only
 // expiries hand the lock on, so each must be followed promptly by the next

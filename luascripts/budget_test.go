@@ -63,8 +63,8 @@ func describe(ran map[string]int64) (int64, string) {
 	return total, strings.Join(names, ", ")
 }
 
-// The hot paths' cost in Redis commands, the EVALSHA included (issue 14:
-// a hot lock's handoffs are bound by the commands Redis runs for them).
+// The hot paths' cost in Redis commands, the EVALSHA included: a hot
+// lock's handoffs are bound by the commands Redis runs for them.
 // Each budget is what the path costs today: a change that makes one cost
 // more fails here, and must say why or find the command back.
 func TestCommandBudget(t *testing.T) {

@@ -57,7 +57,7 @@ func (k lockKeys) handedTo(t *testing.T, rc rueidis.Client, payloads <-chan stri
 }
 
 // A release that leaves waiters queued hands the lock to the first of them
-// in the same script (issue 14: direct handoff) and wakes it with the
+// in the same script (a direct handoff) and wakes it with the
 // grant's token ("owner token"), and nobody else. An attempt of the granted
 // waiter (one that missed the wake-up) takes the grant up: the same token,
 // and its lease from then on. Until then the grant lasts no longer than
@@ -129,7 +129,7 @@ func (k lockKeys) rwHolders(t *testing.T, rc rueidis.Client) (mode string, owner
 }
 
 // The read-write lock's last release hands the lock to the first waiting
-// writer, as the mutex's does (issue 14: direct handoff), whether the last
+// writer, as the mutex's does (a direct handoff), whether the last
 // holder was a writer or a reader: the writer holds it from the release
 // on, woken by name with the grant's token, its grant lasting no longer
 // than its deadline as a waiter; readers stay out. A writer that missed

@@ -386,7 +386,7 @@ func TestRedisDown(t *testing.T) {
 }
 
 // A waiter that loses every race to newcomers is not starved: once it has
-// waited a while it queues, and newcomers wait behind it (issue 10).
+// waited a while it queues, and newcomers wait behind it.
 func TestNoStarvation(t *testing.T) {
 	srv := redistest.Shared(t)
 	locktest.NoStarvation(t, srv.Addr(), srv.Client(t), func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {

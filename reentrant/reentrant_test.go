@@ -234,7 +234,7 @@ func TestLostLeaseEndsEveryNestedLease(t *testing.T) {
 	assert.ErrorIs(t, l3.Unlock(), relock.ErrLockLost)
 }
 
-// A waiter that loses every race to newcomers is not starved (issue 10).
+// A waiter that loses every race to newcomers is not starved.
 func TestNoStarvation(t *testing.T) {
 	srv := redistest.Shared(t)
 	locktest.NoStarvation(t, srv.Addr(), srv.Client(t), func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {

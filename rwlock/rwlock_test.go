@@ -216,7 +216,7 @@ func TestLockers(t *testing.T) {
 }
 
 // A waiting writer that loses every race to later writers is not starved:
-// waiting writers take the lock in arrival order (issue 10).
+// waiting writers take the lock in arrival order.
 func TestWriterNoStarvation(t *testing.T) {
 	srv := redistest.Shared(t)
 	locktest.NoStarvation(t, srv.Addr(), srv.Client(t), func(c *relock.Client, name string, opts ...relock.LockOption) relock.Locker {

@@ -25,8 +25,8 @@ func hold(w *watchdog.Watchdog, n int, key string) []*watchdog.Entry {
 
 // Adding and removing a lease costs the same however many are kept: the
 // watchdog orders its entries by due time, so that neither looks at the
-// others, and the loop sleeps until the first is due (issue 14: with 100k
-// leases held, each Lock rescanned all of them).
+// others, and the loop sleeps until the first is due: with 100k leases
+// held, a scan per Lock would cost each Lock all of them.
 func TestAddRemoveDoNotScan(t *testing.T) {
 	w := watchdog.New(redistest.Shared(t).Client(t), discard, nil)
 	defer w.Close()
