@@ -54,12 +54,14 @@
 // last confirming command was sent, less an allowance for clock drift
 // (lease/100 + 2ms).
 //
-// A holder learns of a loss at the latest at the watchdog's next renewal,
-// lease/3 after the lock was taken away (10s at the default lease), provided
-// its process runs; when renewals cannot get through, its Context ends when
-// ValidUntil passes, which is before the key can expire on the server. A
-// WithLease lease is not renewed: its holder learns at its ValidUntil at the
-// latest.
+// A relock call that takes a lock away from its holder (ForceUnlock, relock
+// unlock --force) sends the holder's Client a loss notice: its Context ends
+// within milliseconds. Pub/sub delivers at most once, so a holder learns of
+// a loss at the latest at the watchdog's next renewal, lease/3 after the
+// lock was taken away (10s at the default lease), provided its process
+// runs; when renewals cannot get through, its Context ends when ValidUntil
+// passes, which is before the key can expire on the server. A WithLease
+// lease is not renewed: its holder learns at its ValidUntil at the latest.
 // So a holder may act on a lock it lost for up to lease/3, and for as long
 // as it is paused. Work under a lock therefore sends the token to the store
 // (the only protection against pauses); passes [Lease.Context] to the calls
@@ -93,7 +95,9 @@
 // Waiting never polls: an uncontended Lock is one round trip; a waiter
 // subscribes once to the lock's wake-up channel (one subscription per lock
 // per Client, shared by its waiters, on a health-checked connection that is
-// replaced when it stops answering) and retries when the holder releases,
+// replaced when it stops answering), and hears the wake-ups that name its
+// owners on its Client's own channel of the lock, so that a hand-over wakes
+// one process however many wait; it retries when the holder releases,
 // when the holder's lease would have expired, or after a few seconds at
 // most, since pub/sub may drop a message while reconnecting.
 //
@@ -147,7 +151,14 @@
 //     semaphore's holders' expiries;
 //   - P:{E}:gone, owners whose acquire may still land after they gave up,
 //     refused when it does;
-//   - P:{E}:wake, the wake-up channel (sharded pub/sub in cluster mode).
+//   - P:{E}:wake, the wake-up channel of broadcasts (sharded pub/sub in
+//     cluster mode);
+//   - P:{E}:wake:<client id>, the wake-ups and loss notices that name an
+//     owner of that Client (an owner id is <client id>:<n>). Outside
+//     cluster mode a Client hears all of its own through one pattern
+//     subscription, P:{*}:wake:<client id>; in cluster mode it subscribes
+//     to the channel of each lock it waits on (sharded), and hears loss
+//     notices, sent with plain PUBLISH, through that pattern.
 //
 // Locks of different kinds with the same name share P:{E} and exclude each
 // other. The relock command (relock inspect, relock list) takes and shows
