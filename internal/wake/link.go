@@ -74,6 +74,14 @@ func (l *link) run(ctx context.Context) {
 		if healthy {
 			bo.Reset()
 		}
+		if l.sharded {
+			// The node may be gone for good (a failover promoted its
+			// replica): read the slots' nodes again before the next
+			// connection, which moves the Subs to where their slots are.
+			h.mu.Lock()
+			h.mapped = false
+			h.mu.Unlock()
+		}
 		if errors.Is(err, rueidis.ErrClosing) {
 			h.log.Debug("relock: wake-up connection closed; waiters fall back to timers", "err", err)
 		} else {
