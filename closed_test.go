@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/reentrant"
@@ -111,8 +112,7 @@ func TestWaitingLockNoticesClosedRueidisClient(t *testing.T) {
 		if err != nil || subs[base+":wake"] == 0 {
 			return false
 		}
-		n, err := probe.Do(ctx, probe.B().Zcard().Key(base+":waiters").Build()).AsInt64()
-		return err == nil && n > 0
+		return locktest.QueueLen(ctx, probe, base+":queue") > 0
 	}, 10*time.Second, 5*time.Millisecond)
 
 	closed := time.Now()

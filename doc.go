@@ -145,10 +145,14 @@
 //   - P:{E}:fence, the last fencing token issued;
 //   - P:{E}:queue, queued waiters in arrival order (a fair lock's, a
 //     mutex's or reentrant lock's starving waiters and those behind them,
-//     a read-write lock's waiting writers);
-//   - P:{E}:waiters, the queued waiters' deadlines;
-//   - P:{E}:readers, a read-write lock's readers' deadlines, or a
-//     semaphore's holders' expiries;
+//     a read-write lock's waiting writers, a semaphore's), whatever their
+//     kind: a zset where each waiter is two members scored by its arrival,
+//     its owner id and its record "owner deadline keep grant" (deadline:
+//     server time in ms until which it is alive; keep: a time before
+//     which the key cannot expire; grant: how a hand-over gives it the
+//     lock, "string", "hash" or "permits");
+//   - P:{E}:readers, a read-write lock's readers' deadlines (a semaphore's
+//     holders' expiries);
 //   - P:{E}:gone, owners whose acquire may still land after they gave up,
 //     refused when it does;
 //   - P:{E}:wake, the wake-up channel of broadcasts (sharded pub/sub in

@@ -277,8 +277,7 @@ func (s *acquireSpy) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []r
 func queued(t *testing.T, rc rueidis.Client, keys luascripts.Keys, n int64) {
 	t.Helper()
 	locktest.Eventually(t, fmt.Sprintf("%d waiters queued", n), func() bool {
-		got, err := rc.Do(context.Background(), rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
-		return err == nil && got == n
+		return int64(locktest.QueueLen(context.Background(), rc, keys.Queue)) == n
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/mutex"
 )
@@ -67,8 +68,7 @@ func TestOwnerLabelHandOver(t *testing.T) {
 	}()
 	rc := srv.Client(t)
 	require.Eventually(t, func() bool {
-		n, err := rc.Do(ctx, rc.B().Llen().Key("relock:{"+t.Name()+"}:queue").Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(ctx, rc, "relock:{"+t.Name()+"}:queue") == 1
 	}, 10*time.Second, 5*time.Millisecond, "the waiter queued")
 	released := time.Now()
 	require.NoError(t, held.Unlock())

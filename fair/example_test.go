@@ -56,7 +56,7 @@ func Example() {
 	// cid prints
 }
 
-// waitInLine waits until n workers stand in the lock's queue: the list
+// waitInLine waits until n workers stand in the lock's queue: the zset
 // relock:{name}:queue holds the waiting owners in arrival order.
 func waitInLine(srv *relocktest.Server, name string, n int64) {
 	rc, err := rueidis.NewClient(rueidis.ClientOption{
@@ -69,11 +69,11 @@ func waitInLine(srv *relocktest.Server, name string, n int64) {
 	}
 	defer rc.Close()
 	for {
-		queued, err := rc.Do(context.Background(), rc.B().Llen().Key("relock:{"+name+"}:queue").Build()).AsInt64()
+		queued, err := rc.Do(context.Background(), rc.B().Zcard().Key("relock:{"+name+"}:queue").Build()).AsInt64()
 		if err != nil {
 			log.Fatal(err)
 		}
-		if queued == n {
+		if queued == 2*n { // two members per waiter: its owner id and its record
 			return
 		}
 		time.Sleep(time.Millisecond)

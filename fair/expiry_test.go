@@ -80,9 +80,7 @@ func TestExpiredLeasesHandOnInOrder(t *testing.T) {
 		gap = 2 * time.Second
 	)
 	queueLen := func() int64 {
-		l, err := rc.Do(context.Background(), rc.B().Llen().Key(queue).Build()).AsInt64()
-		require.NoError(t, err)
-		return l
+		return llen(t, rc, queue)
 	}
 
 	holder, err := fair.New(clients[0], name).Lock(context.Background())

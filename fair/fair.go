@@ -3,8 +3,8 @@
 //
 // The lock is a reentrant lock (a Redis hash of owner → hold count; see
 // package reentrant: the call chain that holds it may take it again) plus a
-// queue of waiting owners (a list) and their deadlines (a sorted set scored
-// by the server's clock, never the client's). A release hands the lock to
+// queue of waiting owners in arrival order with their deadlines (one sorted
+// set; deadlines on the server's clock, never the client's). A release hands the lock to
 // the first waiter in the same script and wakes it with a message carrying
 // the grant's fencing token (a direct handoff: no other waiter retries,
 // nobody can take the lock between the release and the waiter, and the

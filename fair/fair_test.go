@@ -16,20 +16,22 @@ import (
 	"github.com/relockgo/relock/fair"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-func keys(name string) (lock, queue, waiters string) {
+func keys(name string) (lock, queue string) {
 	base := "relock:{" + name + "}"
-	return base, base + ":queue", base + ":waiters"
+	return base, base + ":queue"
 }
 
+// llen returns how many waiters the queue key holds.
 func llen(t *testing.T, rc rueidis.Client, key string) int64 {
 	t.Helper()
-	n, err := rc.Do(context.Background(), rc.B().Llen().Key(key).Build()).AsInt64()
+	ws, err := locktest.Queue(context.Background(), rc, key)
 	require.NoError(t, err)
-	return n
+	return int64(len(ws))
 }
 
 func TestGrantsInArrivalOrder(t *testing.T) {
@@ -37,7 +39,7 @@ func TestGrantsInArrivalOrder(t *testing.T) {
 	rc := srv.Client(t)
 	c := locktest.Client(t, rc)
 	name := t.Name()
-	_, queue, _ := keys(name)
+	_, queue := keys(name)
 	m := fair.New(c, name)
 	holder, err := m.Lock(context.Background())
 	require.NoError(t, err)
@@ -81,7 +83,7 @@ func TestTryLockNeverJumpsTheQueueAndDeadWaitersArePurged(t *testing.T) {
 	rc := redistest.Shared(t).Client(t)
 	c := locktest.Client(t, rc)
 	name := t.Name()
-	lock, queue, waiters := keys(name)
+	lock, queue := keys(name)
 	ctx := context.Background()
 
 	// A waiter that died while first in the queue: its deadline is near.
@@ -90,8 +92,8 @@ func TestTryLockNeverJumpsTheQueueAndDeadWaitersArePurged(t *testing.T) {
 	sec, _ := strconv.ParseInt(now[0], 10, 64)
 	us, _ := strconv.ParseInt(now[1], 10, 64)
 	deadline := sec*1000 + us/1000 + 500
-	require.NoError(t, rc.Do(ctx, rc.B().Rpush().Key(queue).Element("ghost").Build()).Error())
-	require.NoError(t, rc.Do(ctx, rc.B().Zadd().Key(waiters).ScoreMember().ScoreMember(float64(deadline), "ghost").Build()).Error())
+	record := "ghost " + strconv.FormatInt(deadline, 10) + " 0 " + luascripts.GrantHash
+	require.NoError(t, rc.Do(ctx, rc.B().Zadd().Key(queue).ScoreMember().ScoreMember(1, "ghost").ScoreMember(1, record).Build()).Error())
 
 	m := fair.New(c, name)
 	_, err = m.TryLock(ctx)
@@ -119,7 +121,7 @@ func TestLiveWaitersKeepTheirPlace(t *testing.T) {
 	const timeout = 150 * time.Millisecond
 	c := locktest.Client(t, rc)
 	name := t.Name()
-	_, queue, _ := keys(name)
+	_, queue := keys(name)
 	m := fair.New(c, name, relock.WithWaiterTimeout(timeout))
 	holder, err := m.Lock(context.Background())
 	require.NoError(t, err)
@@ -164,7 +166,7 @@ func TestCanceledWaitersLeaveNoTrace(t *testing.T) {
 	srv := redistest.Shared(t)
 	rc := srv.Client(t)
 	name := t.Name()
-	lock, queue, waiters := keys(name)
+	lock, queue := keys(name)
 	clients := []*relock.Client{locktest.Client(t, srv.Client(t)), locktest.Client(t, srv.Client(t))}
 	holder, err := fair.New(clients[0], name).Lock(context.Background())
 	require.NoError(t, err)
@@ -196,7 +198,7 @@ func TestCanceledWaitersLeaveNoTrace(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	require.NoError(t, holder.Unlock())
 	wg.Wait()
-	for _, key := range []string{lock, queue, waiters} {
+	for _, key := range []string{lock, queue} {
 		n, err := rc.Do(context.Background(), rc.B().Exists().Key(key).Build()).AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), n, "%s is gone", key)

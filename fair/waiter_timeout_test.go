@@ -1,7 +1,9 @@
 package fair_test
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,12 +20,15 @@ import (
 
 // earliest returns the waiter with the earliest deadline in the zset key,
 // and that deadline.
-func earliest(t *testing.T, rc rueidis.Client, key string) (string, float64) {
+// earliest returns the waiter of queue whose deadline comes first, and
+// that deadline (server time, ms).
+func earliest(t *testing.T, rc rueidis.Client, queue string) (string, int64) {
 	t.Helper()
-	v, err := rc.Do(context.Background(), rc.B().Zrange().Key(key).Min("0").Max("0").Withscores().Build()).AsZScores()
+	ws, err := locktest.Queue(context.Background(), rc, queue)
 	require.NoError(t, err)
-	require.Len(t, v, 1)
-	return v[0].Member, v[0].Score
+	require.NotEmpty(t, ws)
+	first := slices.MinFunc(ws, func(a, b luascripts.QueuedWaiter) int { return cmp.Compare(a.DeadlineMs, b.DeadlineMs) })
+	return first.Owner, first.DeadlineMs
 }
 
 // A waiter with a short waiter timeout, queued behind one with a long
@@ -38,9 +43,7 @@ func TestShortWaiterTimeoutKeepsLongWaitersPlace(t *testing.T) {
 	k := luascripts.NewKeys("relock", name)
 	const long, short = 20 * time.Second, 200 * time.Millisecond
 	queueLen := func() int64 {
-		l, err := rc.Do(context.Background(), rc.B().Llen().Key(k.Queue).Build()).AsInt64()
-		require.NoError(t, err)
-		return l
+		return llen(t, rc, k.Queue)
 	}
 
 	holder, err := fair.New(c, name).Lock(context.Background())
@@ -71,9 +74,9 @@ func TestShortWaiterTimeoutKeepsLongWaitersPlace(t *testing.T) {
 		left <- err
 	}()
 	locktest.Eventually(t, "the short waiter to queue", func() bool { return queueLen() == 2 })
-	who, deadline := earliest(t, rc, k.Waiters)
+	who, deadline := earliest(t, rc, k.Queue)
 	locktest.Eventually(t, "the short waiter's heartbeat", func() bool {
-		m, d := earliest(t, rc, k.Waiters)
+		m, d := earliest(t, rc, k.Queue)
 		return m != who || d > deadline
 	})
 	cancel()

@@ -125,10 +125,9 @@ func traces(rc rueidis.Client, keys luascripts.Keys) (map[string]int64, error) {
 	cmds := rueidis.Commands{
 		rc.B().Exists().Key(keys.Lock).Build(),
 		rc.B().Exists().Key(keys.Queue).Build(),
-		rc.B().Zcard().Key(keys.Waiters).Build(),
 		rc.B().Zcard().Key(keys.Readers).Build(),
 	}
-	names := []string{"lock", "queue", "waiters", "readers"}
+	names := []string{"lock", "queue", "readers"}
 	left := map[string]int64{}
 	for i, r := range rc.DoMulti(ctx, cmds...) {
 		n, err := r.AsInt64()

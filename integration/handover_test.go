@@ -36,8 +36,7 @@ func TestStaleHandOverIsNotTrusted(t *testing.T) {
 
 			waiter := startChild(t, srv.Addr(), "wait", kind, name, "5s")
 			locktest.Eventually(t, "the child queued", func() bool {
-				n, err := rc.Do(ctx, rc.B().Llen().Key(keys.Queue).Build()).AsInt64()
-				return err == nil && n == 1
+				return locktest.QueueLen(ctx, rc, keys.Queue) == 1
 			})
 			time.Sleep(200 * time.Millisecond) // its subscription confirmed
 			require.NoError(t, waiter.cmd.Process.Signal(syscall.SIGSTOP))

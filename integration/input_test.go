@@ -153,14 +153,14 @@ func layoutEscape(name string) string {
 }
 
 // layoutKey is the key of the lock whose escaped name is escaped, under
-// prefix: suffix "" for the lock itself, ":fence", ":queue", ":waiters",
-// ":readers", ":gone", or ":wake" for its channel.
+// prefix: suffix "" for the lock itself, ":fence", ":queue", ":readers",
+// ":gone", or ":wake" for its channel.
 func layoutKey(prefix, escaped, suffix string) string {
 	return prefix + ":{" + escaped + "}" + suffix
 }
 
 // layoutSuffixes are the suffixes of every key and channel of a lock.
-var layoutSuffixes = []string{"", ":fence", ":queue", ":waiters", ":readers", ":gone", ":wake"}
+var layoutSuffixes = []string{"", ":fence", ":queue", ":readers", ":gone", ":wake"}
 
 // braceSide is one way of taking a lock, as testBraceNames drives it.
 type braceSide struct {
@@ -173,7 +173,7 @@ type braceSide struct {
 	reenters bool
 	// waiter takes what waits for a holder of this side.
 	waiter locker
-	// deadlines: the waiter's heart-beaten deadline shows in P:{E}:waiters.
+	// deadlines: the waiter's heart-beaten deadline shows in P:{E}:queue.
 	deadlines bool
 }
 
@@ -329,13 +329,13 @@ func testBraceNames(t *testing.T, env braceEnv, side braceSide) {
 			grants[i] <- grant{l, err}
 		}()
 	}
-	deadlines := map[string]float64{} // each waiter's first deadline
-	named := map[string]string{}      // the fair waiter's Client's channel of each lock
+	deadlines := map[string]int64{} // each waiter's first deadline
+	named := map[string]string{}    // the fair waiter's Client's channel of each lock
 	for _, n := range braceNames {
 		locktest.Eventually(t, "the waiter on "+strconv.Quote(n)+" to subscribe", func() bool { return subscribers(key(n, ":wake")) >= 2 })
 		if side.kind == "fair" {
 			locktest.Eventually(t, "the waiter on "+strconv.Quote(n)+" to queue", func() bool {
-				return count(rc.B().Llen().Key(key(n, ":queue")).Build()) == 1
+				return locktest.QueueLen(ctx, rc, key(n, ":queue")) == 1
 			})
 			// The release hands the lock to the queued waiter by a
 			// wake-up on its Client's channel of the lock.
@@ -351,14 +351,14 @@ func testBraceNames(t *testing.T, env braceEnv, side braceSide) {
 		}
 		if side.deadlines {
 			locktest.Eventually(t, "the waiter on "+strconv.Quote(n)+" to record its deadline", func() bool {
-				return count(rc.B().Zcard().Key(key(n, ":waiters")).Build()) == 1
+				return locktest.QueueLen(ctx, rc, key(n, ":queue")) == 1
 			})
-			deadlines[n] = waiterDeadline(t, rc, key(n, ":waiters"))
+			deadlines[n] = waiterDeadline(t, rc, key(n, ":queue"))
 		}
 	}
 	for n, first := range deadlines {
 		locktest.Eventually(t, "the waiter on "+strconv.Quote(n)+" to heartbeat", func() bool {
-			return waiterDeadline(t, rc, key(n, ":waiters")) > first
+			return waiterDeadline(t, rc, key(n, ":queue")) > first
 		})
 	}
 	for _, n := range braceNames {
@@ -396,13 +396,13 @@ func testBraceNames(t *testing.T, env braceEnv, side braceSide) {
 	assertKeysOf(t, rc, env.prefix)
 }
 
-// waiterDeadline returns the one deadline in the zset at key.
-func waiterDeadline(t *testing.T, rc rueidis.Client, key string) float64 {
+// waiterDeadline returns the deadline of the one waiter queued at key.
+func waiterDeadline(t *testing.T, rc rueidis.Client, key string) int64 {
 	t.Helper()
-	zs, err := rc.Do(context.Background(), rc.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	ws, err := locktest.Queue(context.Background(), rc, key)
 	require.NoError(t, err)
-	require.Len(t, zs, 1, "one waiter at %q", key)
-	return zs[0].Score
+	require.Len(t, ws, 1, "one waiter at %q", key)
+	return ws[0].DeadlineMs
 }
 
 // assertKeysOf asserts that every key under prefix belongs to one of

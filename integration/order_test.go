@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,12 +39,21 @@ func TestFairGrantsFollowArrivalOrder(t *testing.T) {
 	}
 	mon.stop(t)
 
+	// The queue's commands, as queue.lua sends them: ZADD NX arrival owner
+	// arrival record queues a new waiter (or, for an owner queued already,
+	// adds a record that the script takes back); ZPOPMIN 2 and
+	// ZREMRANGEBYRANK 0 1 take the first waiter off; ZREMRANGEBYSCORE
+	// arrival arrival removes one wherever it is.
+	type waiter struct{ owner, arrival string }
 	var (
-		model     []string // the queue, as the server's commands built it
+		model     []waiter // the queue, as the server's commands built it
 		popped    string   // the owner the current script took off the head
 		grants    int
 		violation []string
 	)
+	queued := func(owner string) bool {
+		return slices.ContainsFunc(model, func(w waiter) bool { return w.owner == owner })
+	}
 	for _, cmd := range mon.commands() {
 		if cmd[0] != "lua" {
 			popped = "" // a new command from a client: a new script
@@ -51,13 +61,15 @@ func TestFairGrantsFollowArrivalOrder(t *testing.T) {
 		}
 		op := strings.ToLower(cmd[1])
 		switch {
-		case op == "rpush" && cmd[2] == queue:
-			model = append(model, cmd[3])
-		case op == "lpop" && cmd[2] == queue:
-			require.NotEmpty(t, model, "lpop of an empty queue")
-			popped, model = model[0], model[1:]
-		case op == "lrem" && cmd[2] == queue:
-			violation = append(violation, "a live waiter was removed from the queue: "+cmd[4])
+		case op == "zadd" && cmd[2] == queue && len(cmd) == 8 && strings.EqualFold(cmd[3], "nx"):
+			if !queued(cmd[5]) {
+				model = append(model, waiter{cmd[5], cmd[4]})
+			}
+		case (op == "zpopmin" || op == "zremrangebyrank") && cmd[2] == queue:
+			require.NotEmpty(t, model, "%s of an empty queue", op)
+			popped, model = model[0].owner, model[1:]
+		case op == "zremrangebyscore" && cmd[2] == queue:
+			violation = append(violation, "a live waiter was removed from the queue: arrival "+cmd[3])
 		case op == "hset" && cmd[2] == lock && len(cmd) == 5 && cmd[4] == "1":
 			grants++
 			owner := cmd[3]
@@ -91,9 +103,7 @@ func TestKilledHeadWaiterIsSkipped(t *testing.T) {
 	require.NoError(t, err)
 
 	qlen := func() int64 {
-		n, err := rc.Do(context.Background(), rc.B().Llen().Key(queue).Build()).AsInt64()
-		require.NoError(t, err)
-		return n
+		return int64(locktest.QueueLen(context.Background(), rc, queue))
 	}
 	dead := startChild(t, srv.Addr(), "wait", "fair", name, waiterTimeout.String())
 	locktest.Eventually(t, "the child to queue", func() bool { return qlen() == 1 })
@@ -142,8 +152,7 @@ func TestDeadReaderExpiresOnItsOwn(t *testing.T) {
 	}()
 	rc := srv.Client(t)
 	locktest.Eventually(t, "the writer to wait", func() bool {
-		n, err := rc.Do(context.Background(), rc.B().Zcard().Key("relock:{"+name+"}:waiters").Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(context.Background(), rc, "relock:{"+name+"}:queue") == 1
 	})
 	require.NoError(t, dead.cmd.Process.Kill())
 	killed := time.Now()
@@ -163,7 +172,7 @@ func TestDeadReaderExpiresOnItsOwn(t *testing.T) {
 func TestWriterIsNotStarved(t *testing.T) {
 	srv := redistest.New(t)
 	name := t.Name()
-	lock, waiters := "relock:{"+name+"}", "relock:{"+name+"}:waiters"
+	lock, waiters := "relock:{"+name+"}", "relock:{"+name+"}:queue"
 	mon := startMonitor(t, srv.Addr())
 	ctx, stopReaders := context.WithCancel(context.Background())
 	defer stopReaders()
@@ -201,8 +210,7 @@ func TestWriterIsNotStarved(t *testing.T) {
 	}()
 	admin := srv.Client(t)
 	locktest.Eventually(t, "the writer waiting", func() bool {
-		n, err := admin.Do(context.Background(), admin.B().Zcard().Key(waiters).Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(context.Background(), admin, waiters) == 1
 	})
 	require.NoError(t, held.Unlock())
 	require.NoError(t, <-wrote)
@@ -250,8 +258,7 @@ func TestDeadWaitingWriterStopsBlockingReaders(t *testing.T) {
 
 	writer := startChild(t, srv.Addr(), "wait", "rwlock", name, waiterTimeout.String())
 	locktest.Eventually(t, "the writer to wait", func() bool {
-		n, err := rc.Do(context.Background(), rc.B().Zcard().Key("relock:{"+name+"}:waiters").Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(context.Background(), rc, "relock:{"+name+"}:queue") == 1
 	})
 	require.NoError(t, writer.cmd.Process.Kill())
 	require.NoError(t, reader.Unlock(), "the lock is free now, but a (dead) writer waits")

@@ -16,7 +16,7 @@ import (
 // The engine calls a kind's scripts with the same KEYS and ARGV whatever the
 // kind; each script uses what it needs:
 //
-//	acquire  KEYS lock, fence, queue, waiters, readers, gone
+//	acquire  KEYS lock, fence, queue, readers, gone
 //	         ARGV owner, lease ms, "1" to wait (Lock) or "0" (TryLock),
 //	              waiter timeout ms, wake-up channel, publish command,
 //	              owner of the caller's hold of the Within mode, or ""
@@ -29,19 +29,22 @@ import (
 //	reenter  KEYS lock, readers   ARGV owner, lease ms, hold count after
 //	         → 1 held at that count, 0 not held. Never shortens the lock's
 //	           expiry or a deadline.
-//	release  KEYS lock, queue, waiters, readers, gone, fence
+//	release  KEYS lock, queue, readers, gone, fence
 //	         ARGV owner, wake-up channel, publish command, hold count ended
 //	              (n > 1 leaves n − 1; 1 or 0 releases the owner's hold),
 //	              gone ms (0, or how long to record owner in gone)
 //	         → 1 released, 0 not held; for an owner that does not hold
 //	           the lock, it withdraws the owner as a waiter. A release
 //	           that leaves the lock free with waiters queued (mutex,
-//	           reentrant, fair) grants it to the first for what is left
-//	           of its deadline, and publishes "owner token": that owner
-//	           holds it from then on; an acquire of that owner takes the
-//	           grant up instead (its lease, {1, token}).
+//	           reentrant, fair, rwlock) grants it to the first for what
+//	           is left of its deadline, held as that waiter's kind holds
+//	           it (whatever the releaser's kind), and publishes "owner
+//	           token": that owner holds it from then on; an acquire of
+//	           that owner takes the grant up instead (its lease, {1,
+//	           token}). A semaphore's waiter first is woken by name
+//	           instead, to take the permits with an attempt.
 //	renew    KEYS lock, readers   ARGV owner, lease ms → 1 renewed, 0 not held
-//	heartbeat KEYS lock, queue, waiters
+//	heartbeat KEYS lock, queue
 //	         ARGV owner, waiter timeout ms, wake-up channel, publish command
 //	         → 1 still waiting, 0 not
 //
@@ -72,8 +75,15 @@ import (
 // cluster mode too: a client hears its notices through one pattern
 // subscription). See wake.lua and internal/wake.
 //
-// Expiries of keys that several owners share (queue, waiters, readers, gone)
-// are only ever lengthened: callers may use different options.
+// Expiries of keys that several owners share (queue, readers, gone) are
+// only ever lengthened: callers may use different options.
+//
+// The queue is one zset, in arrival order, that the kinds sharing a name
+// share (see queue.lua): each waiter is two members scored by its arrival,
+// its owner id and its record "owner deadline keep grant", where deadline
+// is the server time in ms until which the waiter is alive, keep a time
+// before which the key cannot expire, and grant what a hand-over makes
+// the lock for it (ParseQueue reads them).
 //
 // Hold counts are named by the client, which knows them, so that a call
 // retried after a lost reply never counts twice.
@@ -84,9 +94,8 @@ import (
 type Keys struct {
 	Lock    string // the lock itself: string (mutex) or hash of owner → holds
 	Fence   string // the last fencing token issued
-	Queue   string // fair: waiters in arrival order
-	Waiters string // fair: waiter deadlines; rwlock: waiting writers' deadlines
-	Readers string // rwlock: reader deadlines
+	Queue   string // queued waiters of every kind, in arrival order, with their deadlines (see ParseQueue)
+	Readers string // rwlock: reader deadlines; semaphore: holders' expiries
 	Gone    string // owners whose acquire may still land after they gave up
 	Wake    string // the wake-up channel
 
@@ -96,7 +105,7 @@ type Keys struct {
 // keyLists are the KEYS of the calls a Lock+Unlock makes, shared by every
 // call of one lock: Call.Keys is never modified.
 type keyLists struct {
-	acquire, release [6]string
+	acquire, release [5]string
 	renew            [2]string
 }
 
@@ -106,9 +115,9 @@ type keyLists struct {
 // per call (a lock per entity) costs few allocations.
 func NewKeys(prefix, name string) Keys {
 	base := prefix + ":{" + EscapeName(name) + "}"
-	suffixes := [...]string{"", ":fence", ":queue", ":waiters", ":readers", ":gone", ":wake"}
+	suffixes := [...]string{"", ":fence", ":queue", ":readers", ":gone", ":wake"}
 	var b strings.Builder
-	b.Grow(len(suffixes)*len(base) + len(":fence:queue:waiters:readers:gone:wake"))
+	b.Grow(len(suffixes)*len(base) + len(":fence:queue:readers:gone:wake"))
 	var ends [len(suffixes)]int
 	for i, suffix := range suffixes {
 		b.WriteString(base)
@@ -117,10 +126,10 @@ func NewKeys(prefix, name string) Keys {
 	}
 	all := b.String()
 	key := func(i int) string { return all[ends[i]-len(base)-len(suffixes[i]) : ends[i]] }
-	k := Keys{Lock: key(0), Fence: key(1), Queue: key(2), Waiters: key(3), Readers: key(4), Gone: key(5), Wake: key(6)}
+	k := Keys{Lock: key(0), Fence: key(1), Queue: key(2), Readers: key(3), Gone: key(4), Wake: key(5)}
 	k.lists = &keyLists{
-		acquire: [6]string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone},
-		release: [6]string{k.Lock, k.Queue, k.Waiters, k.Readers, k.Gone, k.Fence},
+		acquire: [5]string{k.Lock, k.Fence, k.Queue, k.Readers, k.Gone},
+		release: [5]string{k.Lock, k.Queue, k.Readers, k.Gone, k.Fence},
 		renew:   [2]string{k.Lock, k.Readers},
 	}
 	return k
@@ -133,14 +142,14 @@ func (k Keys) acquireKeys() []string {
 	if k.lists != nil {
 		return k.lists.acquire[:]
 	}
-	return []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone}
+	return []string{k.Lock, k.Fence, k.Queue, k.Readers, k.Gone}
 }
 
 func (k Keys) releaseKeys() []string {
 	if k.lists != nil {
 		return k.lists.release[:]
 	}
-	return []string{k.Lock, k.Queue, k.Waiters, k.Readers, k.Gone, k.Fence}
+	return []string{k.Lock, k.Queue, k.Readers, k.Gone, k.Fence}
 }
 
 func (k Keys) renewKeys() []string {
@@ -148,6 +157,50 @@ func (k Keys) renewKeys() []string {
 		return k.lists.renew[:]
 	}
 	return []string{k.Lock, k.Readers}
+}
+
+// What a hand-over makes the lock for a queued waiter (QueuedWaiter.Grant):
+// the kinds sharing a name hold a lock differently.
+const (
+	GrantString  = "string"  // the mutex: a string holding the owner id
+	GrantHash    = "hash"    // the reentrant and fair lock, a read-write lock's writer: a hash owner id → 1
+	GrantPermits = "permits" // the semaphore: its own holder records
+)
+
+// A QueuedWaiter is one waiter of a lock's queue (Keys.Queue).
+type QueuedWaiter struct {
+	Owner      string
+	DeadlineMs int64  // server time in ms until which it is alive; purged when first after it
+	Grant      string // GrantString, GrantHash or GrantPermits
+}
+
+// ParseQueue returns the waiters of a queue whose members, in rank order
+// (ZRANGE queue 0 -1), are members: in arrival order, with a waiter whose
+// deadline passed among them until it is purged. Members that are not a
+// waiter's pair (owner id, record) are skipped.
+func ParseQueue(members []string) []QueuedWaiter {
+	var ws []QueuedWaiter
+	for i := 0; i < len(members); i++ {
+		owner := members[i]
+		if i+1 == len(members) {
+			break
+		}
+		rest, ok := strings.CutPrefix(members[i+1], owner+" ")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest) // deadline, keep, grant
+		if len(fields) != 3 {
+			continue
+		}
+		deadline, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		ws = append(ws, QueuedWaiter{Owner: owner, DeadlineMs: deadline, Grant: fields[2]})
+		i++
+	}
+	return ws
 }
 
 // escaper replaces the bytes that would change a key's cluster hash tag,
@@ -308,7 +361,7 @@ func RenewCall(s Script, k Keys, owner, ms string) Call {
 
 // HeartbeatCall keeps waiting owner's place for waiterMs, by script s.
 func HeartbeatCall(s Script, k Keys, owner, waiterMs, publish string) Call {
-	return Call{Script: s, Keys: []string{k.Lock, k.Queue, k.Waiters}, Args: []string{owner, waiterMs, k.Wake, publish}}
+	return Call{Script: s, Keys: []string{k.Lock, k.Queue}, Args: []string{owner, waiterMs, k.Wake, publish}}
 }
 
 // ForceUnlockCall deletes the lock k whoever holds it and wakes its

@@ -30,13 +30,12 @@ func TestNewKeys(t *testing.T) {
 			Lock:    base,
 			Fence:   base + ":fence",
 			Queue:   base + ":queue",
-			Waiters: base + ":waiters",
 			Readers: base + ":readers",
 			Gone:    base + ":gone",
 			Wake:    base + ":wake",
 		}
 		got := NewKeys("relock", tc.name)
-		if got.lists == nil || !slices.Equal(got.acquireKeys(), []string{want.Lock, want.Fence, want.Queue, want.Waiters, want.Readers, want.Gone}) {
+		if got.lists == nil || !slices.Equal(got.acquireKeys(), []string{want.Lock, want.Fence, want.Queue, want.Readers, want.Gone}) {
 			t.Errorf("NewKeys(relock, %q): acquire keys %v", tc.name, got.acquireKeys())
 		}
 		got.lists = nil
@@ -122,12 +121,12 @@ func checkName(t *testing.T, prefix, name string) {
 	if got, ok := NameOf(prefix, k.Lock); !ok || got != name {
 		t.Fatalf("NameOf(%q, %q) = %q, %v; want %q, true", prefix, k.Lock, got, ok, name)
 	}
-	for _, key := range []string{k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone, k.Wake} {
+	for _, key := range []string{k.Fence, k.Queue, k.Readers, k.Gone, k.Wake} {
 		if got, ok := NameOf(prefix, key); ok {
 			t.Fatalf("NameOf(%q, %q) = %q, true; want false: not a lock key", prefix, key, got)
 		}
 	}
-	for _, key := range []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone, k.Wake} {
+	for _, key := range []string{k.Lock, k.Fence, k.Queue, k.Readers, k.Gone, k.Wake} {
 		if tag := hashTag(key); tag != e {
 			t.Fatalf("key %q hashes %q, want the escaped name %q (one slot per lock)", key, tag, e)
 		}
@@ -135,7 +134,7 @@ func checkName(t *testing.T, prefix, name string) {
 }
 
 func allKeys(k Keys) []string {
-	return []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone, k.Wake}
+	return []string{k.Lock, k.Fence, k.Queue, k.Readers, k.Gone, k.Wake}
 }
 
 func TestDistinctNamesShareNoKey(t *testing.T) {

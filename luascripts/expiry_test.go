@@ -52,7 +52,7 @@ func TestReenterNeverShortensExpiry(t *testing.T) {
 	}
 }
 
-// Waiters with different timeouts share the queue and deadline keys: a
+// Waiters with different timeouts share the queue: a
 // waiter with a short timeout, by its attempt or its heartbeat, never
 // shortens their expiry under a waiter with a long one.
 func TestSharedKeyExpiriesOnlyLengthen(t *testing.T) {
@@ -63,11 +63,11 @@ func TestSharedKeyExpiriesOnlyLengthen(t *testing.T) {
 		acquire, release luascripts.Script
 		shared           []string
 	}{
-		{"fair", luascripts.FairAcquire, luascripts.FairRelease, []string{"queue", "waiters"}},
-		{"rwlock write", luascripts.RWWriteAcquire, luascripts.RWRelease, []string{"waiters"}},
+		{"fair", luascripts.FairAcquire, luascripts.FairRelease, []string{"queue"}},
+		{"rwlock write", luascripts.RWWriteAcquire, luascripts.RWRelease, []string{"queue"}},
 	} {
 		k := keysFor(t, rc, tc.name)
-		keyOf := map[string]string{"queue": k.queue, "waiters": k.waiters}
+		keyOf := map[string]string{"queue": k.queue}
 		require.Equal(t, int64(1), k.try(t, rc, tc.acquire, "h", 60000, true, long)[0], tc.name)
 		require.Equal(t, int64(0), k.try(t, rc, tc.acquire, "a", 60000, true, long)[0], tc.name)
 		check := func(after string) {

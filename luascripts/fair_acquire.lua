@@ -4,13 +4,12 @@
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
 -- KEYS[2]  the fence counter
--- KEYS[3]  the queue (list of waiting owner ids, in arrival order)
--- KEYS[4]  the waiters' deadlines (zset: owner id -> server time, ms)
--- KEYS[5]  unused (readers)
--- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[3]  the queue (zset: the waiters in arrival order; see queue.lua)
+-- KEYS[4]  unused (readers)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
--- ARGV[3]  "0" not to queue the owner when not acquired (TryLock); else
+-- ARGV[3]  "0" not to queue the owner when not acquired (TryLock); "1" to
 --          queue it (Lock: a fair waiter queues from its first attempt)
 -- ARGV[4]  waiter timeout, milliseconds: a waiter whose deadline passes
 --          without a heartbeat or an attempt is purged from the queue
@@ -37,41 +36,33 @@
 -- ms (queue.lua, queued_reply). Returns {0, -1} for an
 -- owner recorded as gone, and neither grants nor queues: its caller gave up
 -- before this attempt landed.
-local head, deadline, gone = look_ahead(KEYS[6], KEYS[3], KEYS[4], ARGV[1])
+local head, gone = look_ahead(KEYS[5], KEYS[3], ARGV[1])
 if gone then
   return {0, -1}
 end
+if head and head.owner ~= ARGV[1] then
+  -- Another waiter is first: the lock is its. One HRANDFIELD says whether
+  -- the lock is free, handed to this owner (a hand-over's grant is a hash
+  -- of its owner alone: queue.lua, grant_lock), or held (an error: by a
+  -- lock of another kind; see queue.lua, behind_head).
+  return behind_head(KEYS[1], KEYS[2], KEYS[3], ARGV[1], redis.pcall('hrandfield', KEYS[1]), ARGV[2],
+    ARGV[3], ARGV[4], grant_hash, head, ARGV[6], ARGV[5])
+end
+-- Nobody is first but this owner, if anyone.
 -- The lock's time to live, -2 when it is free: one command for both.
 local pttl = redis.call('pttl', KEYS[1])
-local free = pttl == -2
-if not free and holds(KEYS[1], ARGV[1]) then
+if pttl ~= -2 and holds(KEYS[1], ARGV[1]) then
   -- A release handed the lock to this owner, a queued waiter (an owner id
   -- is new to each Lock: a re-entry does not come here).
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
-if free and (not head or head == ARGV[1]) then
+if pttl == -2 then
   if head then
-    pop_head(KEYS[3], KEYS[4], ARGV[1], ARGV[6], ARGV[5])
+    pop_head(KEYS[3], ARGV[6], ARGV[5])
   end
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, next_token(KEYS[2])}
 end
-
-local queued = 0
-if ARGV[3] ~= '0' then
-  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4], head)
-  queued = 1
-end
-
-if not free then
-  -- Released, the lock goes to the first waiter; expiring, it wakes
-  -- nobody, but the first waiter sleeps no longer than this pttl, and
-  -- those behind it no longer than its deadline (held_wait). Heartbeats
-  -- purge a first waiter that died.
-  return queued_reply(held_wait(pttl, ARGV[1], head, deadline), queued)
-end
--- Free, but another waiter is first: hand it the lock, and look again by
--- its deadline in case it died.
-wake_owner(ARGV[6], ARGV[5], head)
-return queued_reply(deadline - server_ms(), queued)
+local queued = join_queue(KEYS[3], ARGV[1], ARGV[3], ARGV[4], head, grant_hash)
+return queued_reply(held_wait(pttl, ARGV[1], head), queued)

@@ -5,11 +5,10 @@
 -- time.lua, fence.lua, gone.lua, queue.lua and owner.lua.
 --
 -- KEYS[1]  the lock (hash: owner id -> hold count)
--- KEYS[2]  the queue (list of waiting owner ids)
--- KEYS[3]  the waiters' deadlines (zset)
--- KEYS[4]  unused (readers)
--- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
--- KEYS[6]  the fence counter (the token of a handed-on grant)
+-- KEYS[2]  the queue (zset; see queue.lua)
+-- KEYS[3]  unused (readers)
+-- KEYS[4]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[5]  the fence counter (the token of a handed-on grant)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -27,22 +26,18 @@
 -- would. So does a waiter leaving the queue of a free lock last.
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
-record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
+record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
 if not ended then
-  if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
-    wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2], '')
+  if dequeue(KEYS[2], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
+    wake_first(KEYS[2], ARGV[3], ARGV[2], '')
   end
   return 0
 end
 if ended == 'kept' then
   return 1
 end
-local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
-  redis.call('hset', KEYS[1], owner, 1)
-  redis.call('pexpire', KEYS[1], ms)
-end)
-if not granted then
+if not hand_on(KEYS[5], KEYS[2], KEYS[1], false, ARGV[3], ARGV[2]) then
   redis.call(ARGV[3], ARGV[2], '')
 end
 return 1

@@ -27,7 +27,7 @@ func TestGoneOwnerIsRefusedAndLeavesNoTrace(t *testing.T) {
 		require.NoError(t, err)
 		if kd.queues {
 			require.Equal(t, int64(0), k.try(t, rc, kd.acquire, "a", 60000, true, 5000)[0], kd.name)
-			_, queued := zscore(t, rc, k.waiters, "a")
+			_, queued := k.waiting(t, rc, "a")
 			require.True(t, queued, "%s: a waits", kd.name)
 		}
 		before2 := serverMicros(t, rc) / 1000
@@ -36,11 +36,11 @@ func TestGoneOwnerIsRefusedAndLeavesNoTrace(t *testing.T) {
 		require.True(t, ok, "%s: a is recorded as gone", kd.name)
 		assert.GreaterOrEqual(t, score, before2+goneMs, kd.name)
 		assert.Greater(t, pttl(t, rc, k.gone), int64(goneMs/2), "%s: the gone key expires", kd.name)
-		_, queued := zscore(t, rc, k.waiters, "a")
+		_, queued := k.waiting(t, rc, "a")
 		assert.False(t, queued, "%s: the release withdrew the waiter", kd.name)
 
 		assert.Equal(t, []int64{0, -1}, k.try(t, rc, kd.acquire, "a", 60000, true, 5000), "%s: held: a late attempt is refused", kd.name)
-		_, queued = zscore(t, rc, k.waiters, "a")
+		_, queued = k.waiting(t, rc, "a")
 		assert.False(t, queued, "%s: a late attempt does not wait", kd.name)
 		assert.False(t, exists(t, rc, k.queue), "%s: nor queue", kd.name)
 		after, err := do(t, rc, rc.B().Dump().Key(k.lock).Build()).ToString()
@@ -52,7 +52,7 @@ func TestGoneOwnerIsRefusedAndLeavesNoTrace(t *testing.T) {
 		require.False(t, exists(t, rc, k.lock), kd.name)
 		assert.Equal(t, []int64{0, -1}, k.try(t, rc, kd.acquire, "a", 60000, true, 5000), "%s: free: a late attempt is refused", kd.name)
 		assert.Equal(t, []int64{0, -1}, k.try(t, rc, kd.acquire, "a", 60000, false, 5000), "%s: and a late TryLock", kd.name)
-		for _, key := range []string{k.lock, k.queue, k.waiters, k.readers} {
+		for _, key := range []string{k.lock, k.queue, k.readers} {
 			assert.False(t, exists(t, rc, key), "%s: %s is absent", kd.name, key)
 		}
 

@@ -177,3 +177,51 @@ func TestRWReleaseHandsOnToTheFirstWriter(t *testing.T) {
 	assert.Greater(t, got[1], handed)
 	assert.False(t, exists(t, rc, k.queue), "the queue is empty")
 }
+
+// Kinds sharing a name share its queue, and a release hands the lock to
+// the first waiter as that waiter's kind holds it, whatever the
+// releaser's kind: a mutex's waiter gets a string, a reentrant or fair
+// lock's waiter or a writer a hash of its owner alone; the waiter's
+// attempt then takes the grant up with the token the wake-up carried, and
+// its release frees the lock.
+func TestReleaseHandsOnInTheWaitersType(t *testing.T) {
+	type side struct {
+		name             string
+		acquire, release luascripts.Script
+		typ              string
+	}
+	sides := []side{
+		{"mutex", luascripts.MutexAcquire, luascripts.MutexRelease, "string"},
+		{"reentrant", luascripts.ReentrantAcquire, luascripts.ReentrantRelease, "hash"},
+		{"fair", luascripts.FairAcquire, luascripts.FairRelease, "hash"},
+		{"rwlock", luascripts.RWWriteAcquire, luascripts.RWRelease, "hash"},
+	}
+	for _, holder := range sides {
+		for _, waiter := range sides {
+			if holder.name == "mutex" && waiter.name == "rwlock" {
+				continue // a writer does not queue behind a mutex: it waits for the string's expiry or a wake-up
+			}
+			t.Run(holder.name+"/"+waiter.name, func(t *testing.T) {
+				rc := redistest.Shared(t).Client(t)
+				k := keysFor(t, rc)
+				payloads := subscribe(t, k.wake)
+				h := k.attempt(t, rc, holder.acquire, "h", "1")
+				require.Equal(t, int64(1), h[0])
+				require.True(t, luascripts.Queued(k.attempt(t, rc, waiter.acquire, "a", "1")), "a waits in the queue")
+
+				require.Equal(t, int64(1), k.release(t, rc, holder.release, "h", 1, 0))
+				typ, err := do(t, rc, rc.B().Type().Key(k.lock).Build()).ToString()
+				require.NoError(t, err)
+				assert.Equal(t, waiter.typ, typ, "the grant is what a %s holds", waiter.name)
+				assert.Equal(t, "a", k.holder(t, rc))
+				handed := k.handedTo(t, rc, payloads, "a", h[1])
+
+				got := k.attempt(t, rc, waiter.acquire, "a", "1")
+				require.Equal(t, int64(1), got[0], "the waiter's attempt takes the grant up")
+				assert.Equal(t, handed, got[1])
+				assert.Equal(t, int64(1), k.release(t, rc, waiter.release, "a", 1, 0), "and its release ends it")
+				assert.False(t, exists(t, rc, k.lock))
+			})
+		}
+	}
+}

@@ -32,13 +32,15 @@ var files embed.FS
 // keys' expiries without ever shortening them; fence.lua issues fencing
 // tokens (acquire scripts); gone.lua refuses (acquire) and records
 // (release) owners whose caller gave up on an acquire that got no reply;
-// queue.lua keeps the queue of waiters (the fair lock's, and the mutex's
-// and reentrant lock's starving waiters); wake.lua publishes a wake-up
-// for one named waiter, or a loss notice, on that owner's client's
-// channel; rw.lua holds the read-write lock's shared functions;
-// semaphore.lua the semaphore's; owner.lua asks who holds a lock, taking a
-// key of another kind's type for "not held". Scripts are constants, so no
-// other package can replace one; the zero Script, None, is no script.
+// queue.lua keeps the queue of waiters that the kinds sharing a name share
+// (the fair lock's, a read-write lock's writers, the semaphore's, and the
+// mutex's and reentrant lock's starving waiters), each with what a
+// hand-over grants it; wake.lua publishes a wake-up for one named waiter,
+// or a loss notice, on that owner's client's channel; rw.lua holds the
+// read-write lock's shared functions; semaphore.lua the semaphore's;
+// owner.lua asks who holds a lock, taking a key of another kind's type for
+// "not held". Scripts are constants, so no other package can replace one;
+// the zero Script, None, is no script.
 type Script uint8
 
 // None is no script: a kind without re-entry or without waiter heartbeats
@@ -81,8 +83,8 @@ var scripts = [numScripts]*loaded{
 	ReentrantRelease: load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
 	FairAcquire:      load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_acquire.lua"),
 	FairRelease:      load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_release.lua"),
-	WaiterHeartbeat:  load("time.lua", "wake.lua", "waiter_heartbeat.lua"),
-	RWReadAcquire:    load("time.lua", "fence.lua", "gone.lua", "rw.lua", "rw_read_acquire.lua"),
+	WaiterHeartbeat:  load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "waiter_heartbeat.lua"),
+	RWReadAcquire:    load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "rw_read_acquire.lua"),
 	RWWriteAcquire:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_write_acquire.lua"),
 	RWReenter:        load("time.lua", "rw.lua", "owner.lua", "rw_reenter.lua"),
 	RWRenew:          load("time.lua", "rw.lua", "owner.lua", "rw_renew.lua"),

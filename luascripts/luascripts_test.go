@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // lockKeys are the Redis names of one lock, laid out as the engine passes
 // them (internal/kind.Spec).
 type lockKeys struct {
-	lock, fence, queue, waiters, readers, gone, wake string
+	lock, fence, queue, readers, gone, wake string
 }
 
 // keysFor returns the keys of a lock unique to the test (and to name, when
@@ -29,19 +29,19 @@ type lockKeys struct {
 func keysFor(t *testing.T, rc rueidis.Client, name ...string) lockKeys {
 	t.Helper()
 	base := "scripts:{" + t.Name() + strings.Join(name, "/") + "}"
-	k := lockKeys{base, base + ":fence", base + ":queue", base + ":waiters", base + ":readers", base + ":gone", base + ":wake"}
-	require.NoError(t, rc.Do(context.Background(), rc.B().Del().Key(k.lock, k.fence, k.queue, k.waiters, k.readers, k.gone).Build()).Error())
+	k := lockKeys{base, base + ":fence", base + ":queue", base + ":readers", base + ":gone", base + ":wake"}
+	require.NoError(t, rc.Do(context.Background(), rc.B().Del().Key(k.lock, k.fence, k.queue, k.readers, k.gone).Build()).Error())
 	return k
 }
 
 // acquireKeys are an acquire script's KEYS.
 func (k lockKeys) acquireKeys() []string {
-	return []string{k.lock, k.fence, k.queue, k.waiters, k.readers, k.gone}
+	return []string{k.lock, k.fence, k.queue, k.readers, k.gone}
 }
 
 // releaseKeys are a release script's KEYS.
 func (k lockKeys) releaseKeys() []string {
-	return []string{k.lock, k.queue, k.waiters, k.readers, k.gone, k.fence}
+	return []string{k.lock, k.queue, k.readers, k.gone, k.fence}
 }
 
 // lock returns the keys of a lock unique to the test, deleted first.
@@ -53,12 +53,12 @@ func lock(t *testing.T, rc rueidis.Client) (key, fence, channel string) {
 
 // acquireKeysOf are the acquire KEYS of the lock whose lock key is key.
 func acquireKeysOf(key string) []string {
-	return []string{key, key + ":fence", key + ":queue", key + ":waiters", key + ":readers", key + ":gone"}
+	return []string{key, key + ":fence", key + ":queue", key + ":readers", key + ":gone"}
 }
 
 // releaseKeysOf are the release KEYS of the lock whose lock key is key.
 func releaseKeysOf(key string) []string {
-	return []string{key, key + ":queue", key + ":waiters", key + ":readers", key + ":gone", key + ":fence"}
+	return []string{key, key + ":queue", key + ":readers", key + ":gone", key + ":fence"}
 }
 
 func serverMicros(t *testing.T, rc rueidis.Client) int64 {
@@ -325,7 +325,7 @@ func TestHashScriptsRefuseWrongOwner(t *testing.T) {
 			{Script: luascripts.RWRenew, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000"}},
 		}},
 	} {
-		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(k.lock, k.queue, k.waiters, k.readers).Build()).Error())
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(k.lock, k.queue, k.readers).Build()).Error())
 		got, err := tc.acquire.Exec(ctx, rc, k.acquireKeys(),
 			[]string{"a", "10000", "1", "5000", k.wake, "publish", ""}).AsIntSlice()
 		require.NoError(t, err, tc.name)
@@ -379,6 +379,36 @@ func zscore(t *testing.T, rc rueidis.Client, key, member string) (int64, bool) {
 	return int64(f), true
 }
 
+// waiting returns owner's deadline (server time, ms) in k's queue, and
+// reports whether owner is queued.
+func (k lockKeys) waiting(t *testing.T, rc rueidis.Client, owner string) (int64, bool) {
+	t.Helper()
+	for _, w := range k.waiters(t, rc) {
+		if w.Owner == owner {
+			return w.DeadlineMs, true
+		}
+	}
+	return 0, false
+}
+
+// owners returns the owners queued in k's queue, in arrival order.
+func (k lockKeys) owners(t *testing.T, rc rueidis.Client) []string {
+	t.Helper()
+	var owners []string
+	for _, w := range k.waiters(t, rc) {
+		owners = append(owners, w.Owner)
+	}
+	return owners
+}
+
+// waiters returns the waiters of k's queue, in arrival order.
+func (k lockKeys) waiters(t *testing.T, rc rueidis.Client) []luascripts.QueuedWaiter {
+	t.Helper()
+	members, err := rc.Do(context.Background(), rc.B().Zrange().Key(k.queue).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	return luascripts.ParseQueue(members)
+}
+
 // run executes script with keys and args, and returns its reply.
 func run(t *testing.T, rc rueidis.Client, script luascripts.Script, keys, args []string) rueidis.RedisResult {
 	t.Helper()
@@ -418,7 +448,7 @@ func (k lockKeys) release(t *testing.T, rc rueidis.Client, script luascripts.Scr
 // heartbeat runs the waiter heartbeat of owner and returns its reply.
 func (k lockKeys) heartbeat(t *testing.T, rc rueidis.Client, owner string, waiterMs int) int64 {
 	t.Helper()
-	n, err := run(t, rc, luascripts.WaiterHeartbeat, []string{k.lock, k.queue, k.waiters},
+	n, err := run(t, rc, luascripts.WaiterHeartbeat, []string{k.lock, k.queue},
 		[]string{owner, strconv.Itoa(waiterMs), k.wake, "publish"}).AsInt64()
 	require.NoError(t, err)
 	return n

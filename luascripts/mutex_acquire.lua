@@ -5,10 +5,9 @@
 --
 -- KEYS[1]  the lock (string: owner id)
 -- KEYS[2]  the fence counter (string: last token issued)
--- KEYS[3]  the queue of starving waiters (list of owner ids; see queue.lua)
--- KEYS[4]  their deadlines (zset: owner id -> server time, ms)
--- KEYS[5]  unused (readers)
--- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[3]  the queue of starving waiters (zset; see queue.lua)
+-- KEYS[4]  unused (readers)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
 -- ARGV[3]  "0": never queue (TryLock, Redlock); "1": queue when not
@@ -41,29 +40,28 @@
 -- lock of another kind with the same name. Returns {0, -1} for an owner
 -- recorded as gone, and neither takes nor queues: its caller gave up
 -- before this attempt landed.
-local head, deadline, gone = look_ahead(KEYS[6], KEYS[3], KEYS[4], ARGV[1])
+local head, gone = look_ahead(KEYS[5], KEYS[3], ARGV[1])
 if gone then
   return {0, -1}
 end
-if not head or head == ARGV[1] then
-  if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    if head then
-      pop_head(KEYS[3], KEYS[4], ARGV[1], ARGV[6], ARGV[5])
-    end
-    return {1, next_token(KEYS[2])}
-  end
+if head and head.owner ~= ARGV[1] then
+  -- Another waiter is first: the lock is its. One GET says whether the
+  -- lock is free, handed to this owner, or held (queue.lua, behind_head).
+  return behind_head(KEYS[1], KEYS[2], KEYS[3], ARGV[1], redis.pcall('get', KEYS[1]), ARGV[2],
+    ARGV[3], ARGV[4], grant_string, head, ARGV[6], ARGV[5])
 end
-if holder(KEYS[1]) == ARGV[1] then
+-- Nobody is first but this owner, if anyone. SET NX GET takes a free lock,
+-- or says who holds it (an error: a lock of another kind).
+local v = redis.pcall('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+if not v then
+  if head then
+    pop_head(KEYS[3], ARGV[6], ARGV[5])
+  end
+  return {1, next_token(KEYS[2])}
+end
+if v == ARGV[1] then
   -- A release handed the lock to this owner, a queued waiter.
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
-local queued = join_queue(KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], head)
-local pttl = redis.call('pttl', KEYS[1])
-if pttl == -2 then
-  -- Free, but a starving waiter is first (only then was the SET NX not
-  -- tried): hand it the lock, and look again by its deadline in case it
-  -- died.
-  wake_owner(ARGV[6], ARGV[5], head)
-  return queued_reply(deadline - server_ms(), queued)
-end
-return queued_reply(held_wait(pttl, ARGV[1], head, deadline), queued)
+local queued = join_queue(KEYS[3], ARGV[1], ARGV[3], ARGV[4], head, grant_string)
+return queued_reply(held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head), queued)

@@ -5,11 +5,10 @@
 -- queue.lua and owner.lua.
 --
 -- KEYS[1]  the lock (string: owner id)
--- KEYS[2]  the queue of starving waiters (list; see queue.lua)
--- KEYS[3]  their deadlines (zset)
--- KEYS[4]  unused (readers)
--- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
--- KEYS[6]  the fence counter (the token of a handed-on grant)
+-- KEYS[2]  the queue of starving waiters (zset; see queue.lua)
+-- KEYS[3]  unused (readers)
+-- KEYS[4]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[5]  the fence counter (the token of a handed-on grant)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -18,25 +17,23 @@
 --          the owner as gone for n ms, so that its acquire, if still on its
 --          way, is refused when it lands
 --
--- With waiters queued, the lock goes to the first of them at once, and the
--- wake-up names it (queue.lua, hand_on). With nobody queued, its payload "one" asks each client to wake only its
+-- With waiters queued, the lock goes to the first of them at once, held as
+-- that waiter's kind holds it (a string, or a hash for a reentrant or
+-- fair lock's waiter), and the wake-up names it (queue.lua, hand_on). With nobody queued, its payload "one" asks each client to wake only its
 -- longest waiter: only one waiter can take the lock, so waking all would
 -- only make them race.
 --
 -- Returns 1 when released, 0 when the lock was not held by this owner (it
 -- expired, was force-unlocked, another owner holds it now, or a lock of
 -- another kind took the name: the key is not a string).
-record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
+record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 if holder(KEYS[1]) ~= ARGV[1] then
-  if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
-    wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2], 'one')
+  if dequeue(KEYS[2], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
+    wake_first(KEYS[2], ARGV[3], ARGV[2], 'one')
   end
   return 0
 end
-local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
-  redis.call('set', KEYS[1], owner, 'PX', ms)
-end)
-if not granted then
+if not hand_on(KEYS[5], KEYS[2], KEYS[1], true, ARGV[3], ARGV[2]) then
   redis.call('del', KEYS[1])
   redis.call(ARGV[3], ARGV[2], 'one')
 end

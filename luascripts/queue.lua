@@ -1,95 +1,193 @@
 -- queue: a fragment, not a script: prepended, after time.lua, fence.lua
--- and wake.lua, to the
--- scripts of the kinds whose waiters take places in a queue: the fair lock
--- (every waiter, from its first attempt) and the mutex and reentrant lock
--- (a waiter that has waited long enough to be starving, and every waiter
--- behind it; see internal/kind.Spec.QueueAfter).
+-- and wake.lua, to the scripts of the kinds whose waiters take places in
+-- a queue: the fair lock (every waiter, from its first attempt), the
+-- read-write lock's writers, the semaphore, and the mutex and reentrant
+-- lock (a waiter that has waited long enough to be starving, and every
+-- waiter behind it; see internal/kind.Spec.QueueAfter). Kinds sharing a
+-- name share its queue.
 --
--- The queue is two keys: a list of owner ids in arrival order, and a zset
--- of their deadlines on the server clock. A waiter's attempts and its
--- heartbeats push its deadline forward; one whose deadline passes (it died,
--- or cannot reach Redis) is purged: when it comes first (queue_head), or
--- by a heartbeat of another waiter (waiter_heartbeat.lua). Both keys are
--- only ever updated together, and both expire when every deadline in them
--- has passed.
+-- The queue is one zset (KEYS "queue") in arrival order. Each waiter is
+-- two members with the same score, its arrival (server time in µs, above
+-- every arrival before it, so that scores are unique): its owner id, by
+-- which it is found, and its record, "owner deadline keep grant":
+--   deadline  server time (ms) until which the waiter is alive; its
+--             attempts and heartbeats push it on;
+--   keep      server time (ms) before which the key cannot expire (a
+--             bound the write of the record made sure of);
+--   grant     what a hand-over makes the lock for it (grant_* below).
+-- Owner ids hold no space, so the owner id sorts right before its record
+-- and nothing sorts between them: the first waiter is the queue's first
+-- two members, read by one ZRANGE and taken by one ZPOPMIN.
+--
+-- A waiter whose deadline passes (it died, or cannot reach Redis) is
+-- purged when it comes first (queue_head). The key expires when every
+-- deadline in it has passed: its expiry is only ever extended, to twice
+-- the waiter timeout of the write that extends it, so that the waiters
+-- that queue behind a live one within its timeout write no expiry.
 
--- Returns the first waiter of queue whose deadline has not passed and that
--- deadline (server time, ms), or nil, purging the waiters before it, whose
--- deadline has passed. An absent queue costs one LINDEX: the uncontended
--- acquire pays nothing more.
-local function queue_head(queue, deadlines)
-  local head = redis.call('lindex', queue, 0)
-  while head do
-    local deadline = redis.call('zscore', deadlines, head)
-    if deadline and tonumber(deadline) > server_ms() then
-      return head, tonumber(deadline)
-    end
-    -- Dead: its deadline passed, or went with the deadlines' key.
-    redis.call('lpop', queue)
-    if deadline then
-      redis.call('zrem', deadlines, head)
-    end
-    head = redis.call('lindex', queue, 0)
+-- What a hand-over grants the waiter (a record's grant): the kinds sharing
+-- a name hold it differently.
+local grant_string = 'string' -- the mutex: a string holding the owner id
+local grant_hash = 'hash' -- the reentrant and fair lock, a read-write lock's writer: a hash owner id -> 1
+local grant_permits = 'permits' -- the semaphore's waiter: its own holder records (semaphore.lua)
+
+-- Returns the record of owner.
+local function waiter_record(owner, deadline, keep, grant)
+  return owner .. ' ' .. string.format('%.0f', deadline) .. ' ' .. string.format('%.0f', keep) .. ' ' .. grant
+end
+
+-- Returns the waiter whose owner id and record are owner and record and
+-- whose arrival is arrival, as a table {owner, deadline, keep, grant,
+-- arrival, record}; nil when record is not owner's (a key not written by
+-- these scripts).
+local function waiter(owner, record, arrival)
+  if not record or string.sub(record, 1, #owner + 1) ~= owner .. ' ' then
+    return nil
   end
-  return nil
+  local deadline, keep, grant = string.match(string.sub(record, #owner + 2), '^(%d+) (%d+) (%a+)$')
+  if not deadline then
+    return nil
+  end
+  return {owner = owner, deadline = tonumber(deadline), keep = tonumber(keep), grant = grant,
+    arrival = arrival, record = record}
+end
+
+-- Returns the first waiter of queue whose deadline has not passed (a
+-- waiter table, see waiter), or nil, purging the waiters before it, whose
+-- deadline has passed, and whether it purged any; calls purged(owner), if
+-- not nil, for each. An absent queue costs one ZRANGE.
+local function queue_head(queue, purged)
+  local any = false
+  while true do
+    local first = redis.call('zrange', queue, 0, 1, 'WITHSCORES')
+    if not first[1] then
+      return nil, any
+    end
+    local w = waiter(first[1], first[3], first[2])
+    if w and w.deadline > server_ms() then
+      return w, any
+    end
+    -- Dead (its deadline passed), or no waiter's pair.
+    redis.call('zremrangebyrank', queue, 0, w and 1 or 0)
+    any = true
+    if w and purged then
+      purged(w.owner)
+    end
+  end
+end
+
+-- Returns owner's place in queue (a waiter table), or nil when it is not
+-- queued.
+local function find_waiter(queue, owner)
+  local arrival = redis.call('zscore', queue, owner)
+  if not arrival then
+    return nil
+  end
+  local pair = redis.call('zrange', queue, arrival, arrival, 'BYSCORE')
+  return waiter(owner, pair[2], arrival)
+end
+
+-- Makes sure the queue outlives a deadline ms milliseconds from now, given
+-- keep, a time before which it cannot expire (0: none known), and returns
+-- the new such time; fresh says the key was just made, without expiry.
+-- Extends the expiry to twice ms, so that the waiters that follow within
+-- ms find it long enough and write none. Never shortens it: waiters may
+-- have different timeouts.
+local function outlive(queue, ms, keep, fresh)
+  local deadline = server_ms() + ms
+  if keep >= deadline then
+    return keep
+  end
+  if fresh then
+    redis.call('pexpire', queue, 2 * ms)
+  else
+    redis.call('pexpire', queue, 2 * ms, 'GT')
+  end
+  return server_ms() + 2 * ms
+end
+
+-- Moves the deadline of w, a waiter of queue, to ms milliseconds from now.
+local function renew_waiter(queue, w, ms)
+  ms = tonumber(ms)
+  local keep = outlive(queue, ms, w.keep, false)
+  redis.call('zrem', queue, w.record)
+  redis.call('zadd', queue, w.arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant))
 end
 
 -- Looks at the queue before an acquire attempt of owner: returns its
--- first live waiter and that waiter's deadline (queue_head), or nil, and
--- whether owner is recorded as gone (gone.lua). Nobody gone and nobody
--- queued, the common case, costs one EXISTS; with a live waiter queued and
--- nobody gone, so does the gone check.
-local function look_ahead(gone, queue, deadlines, owner)
+-- first live waiter (queue_head), or nil, and whether owner is recorded
+-- as gone (gone.lua). Nobody gone and nobody queued, the common case,
+-- costs one EXISTS; with a live waiter queued and nobody gone, so does
+-- the gone check.
+local function look_ahead(gone, queue, owner)
   local others = redis.call('exists', gone, queue)
   if others == 0 then
-    return nil, nil, false
+    return nil, false
   end
-  local head, deadline = queue_head(queue, deadlines)
-  return head, deadline, others > (head and 1 or 0) and is_gone(gone, owner)
+  local head = queue_head(queue)
+  return head, others > (head and 1 or 0) and is_gone(gone, owner)
 end
 
 -- Wakes the first live waiter of queue by name, to try now; with nobody
 -- queued, publishes otherwise instead, if not nil ("one", "": see
 -- wake.lua). Commands and channel as wake_owner's.
-local function wake_first(queue, deadlines, pub, channel, otherwise)
-  local head = queue_head(queue, deadlines)
+local function wake_first(queue, pub, channel, otherwise)
+  local head = queue_head(queue)
   if head then
-    wake_owner(pub, channel, head)
+    wake_owner(pub, channel, head.owner)
   elseif otherwise then
     redis.call(pub, channel, otherwise)
   end
 end
 
--- Queues owner at the back of queue if it is not queued yet, and sets its
--- deadline to ms milliseconds from now; head is the queue's first live
--- waiter (queue_head), or nil. The keys' expiries are only ever extended:
--- waiters may have different timeouts, and a short one must not make the
--- queue expire under a waiter with a long one.
-local function enqueue(queue, deadlines, owner, ms, head)
-  if not head and redis.call('exists', queue) == 0 then
-    -- Deadlines left by a queue that expired first belong to nobody queued.
-    redis.call('del', deadlines)
+-- Queues owner at the back of queue if it is not queued yet, to be granted
+-- a lock as grant says, and sets its deadline to ms milliseconds from now;
+-- head is the queue's first live waiter (queue_head), or nil: then the
+-- queue is empty. A newcomer behind a live waiter costs a ZRANGE (the
+-- last waiter: its arrival and what its write made sure of the expiry)
+-- and a ZADD; the expiry, once in a waiter timeout.
+local function enqueue(queue, owner, ms, head, grant)
+  ms = tonumber(ms)
+  if head and head.owner == owner then
+    renew_waiter(queue, head, ms)
+    return
   end
-  if redis.call('zadd', deadlines, server_ms() + tonumber(ms), owner) == 1 then
-    redis.call('rpush', queue, owner)
-  end
+  local arrival, keep = tonumber(server_us()), 0
   if head then
-    -- Both keys were there, with the expiry every enqueue gives them.
-    redis.call('pexpire', queue, ms, 'GT')
-    redis.call('pexpire', deadlines, ms, 'GT')
-  else
-    extend(queue, ms)
-    extend(deadlines, ms)
+    local last = redis.call('zrange', queue, -1, -1, 'WITHSCORES')
+    -- The last member is the last waiter's record (see above).
+    arrival = math.max(arrival, tonumber(last[2]) + 1)
+    keep = tonumber(string.match(last[1], ' (%d+) %a+$')) or 0
+  end
+  local deadline = server_ms() + ms
+  local kept = keep >= deadline
+  if not kept then
+    keep = server_ms() + 2 * ms
+  end
+  local at = string.format('%.0f', arrival)
+  local record = waiter_record(owner, deadline, keep, grant)
+  if redis.call('zadd', queue, 'NX', at, owner, at, record) == 1 then
+    -- owner was queued already (a waiter's later attempt): its record
+    -- was added alone. Take it back, and move owner's deadline on.
+    redis.call('zrem', queue, record)
+    local w = find_waiter(queue, owner)
+    if w then
+      renew_waiter(queue, w, ms)
+    end
+    return
+  end
+  if not kept then
+    outlive(queue, ms, 0, not head)
   end
 end
 
--- Queues owner as a mutex's or reentrant lock's attempt asks: flag "1"
--- (a starving waiter) always, "2" only behind a queue (head is its first
--- waiter, or nil), "0" never. Returns 1 when owner is queued, else 0 (the
+-- Queues owner as an attempt asks (ARGV "wait"): flag "1" (a fair lock's
+-- or writer's Lock, a starving waiter) always, "2" only behind a queue
+-- (head is its first waiter, or nil), "0" (TryLock) never. Returns 1 when owner is queued, else 0 (the
 -- attempt's reply says so: luascripts.Queued).
-local function join_queue(queue, deadlines, owner, flag, ms, head)
+local function join_queue(queue, owner, flag, ms, head, grant)
   if flag == '1' or (flag == '2' and head) then
-    enqueue(queue, deadlines, owner, ms, head)
+    enqueue(queue, owner, ms, head, grant)
     return 1
   end
   return 0
@@ -98,22 +196,22 @@ end
 -- Wakes the first waiter of queue, if any, by name (publish on channel
 -- with command pub), to try now.
 local function wake_head(queue, pub, channel)
-  local first = redis.call('lindex', queue, 0)
-  if first then
-    wake_owner(pub, channel, first)
+  local first = redis.call('zrange', queue, 0, 0)
+  if first[1] then
+    wake_owner(pub, channel, first[1])
   end
 end
 
--- Takes the first waiter, owner, off queue: it is being granted the lock.
--- Wakes the new first waiter by name (publish on channel with command
--- pub): it may be sleeping until owner's deadline (it found the lock free
--- but was not first); woken, it finds the lock held and sleeps until this
--- lease's expiry instead, so that a lease that expires without an Unlock
--- hands the lock on as promptly as an Unlock does.
--- With pub nil, it does not wake anyone: the caller does, after its grant.
-local function pop_head(queue, deadlines, owner, pub, channel)
-  redis.call('lpop', queue)
-  redis.call('zrem', deadlines, owner)
+-- Takes the first waiter, which queue_head returned, off queue: it is
+-- being granted the lock. Wakes the new first waiter by name (publish on
+-- channel with command pub): it may be sleeping until the old first's
+-- deadline (it found the lock free but was not first); woken, it finds
+-- the lock held and sleeps until this lease's expiry instead, so that a
+-- lease that expires without an Unlock hands the lock on as promptly as
+-- an Unlock does. With pub nil, it does not wake anyone: the caller does,
+-- after its grant.
+local function pop_head(queue, pub, channel)
+  redis.call('zremrangebyrank', queue, 0, 1)
   if pub then
     wake_head(queue, pub, channel)
   end
@@ -133,25 +231,26 @@ end
 
 -- Removes owner from queue wherever it is (a waiter that gave up); reports
 -- whether it was queued.
-local function dequeue(queue, deadlines, owner)
-  if redis.call('zrem', deadlines, owner) == 0 then
+local function dequeue(queue, owner)
+  local arrival = redis.call('zscore', queue, owner)
+  if not arrival then
     return false
   end
-  redis.call('lrem', queue, 1, owner)
+  redis.call('zremrangebyscore', queue, arrival, arrival)
   return true
 end
 
 -- How long a failed attempt of owner may sleep, in milliseconds, with the
--- lock held (pttl: its time to live, or -1) and head, whose deadline is
--- deadline, first in the queue: until the lock expires, and, when another
--- waiter is first, no later than its deadline. Should that waiter be
--- granted the lock, the grant expires at that deadline, or later when its
--- heartbeats pushed it on; should it die, it is purged then. Either way
--- the waiters behind it look again by then, without a wake-up: a release
--- that hands the lock on wakes the granted waiter alone.
-local function held_wait(pttl, owner, head, deadline)
-  if head and head ~= owner then
-    local left = deadline - server_ms()
+-- lock held (pttl: its time to live, or -1) and head first in the queue:
+-- until the lock expires, and, when another waiter is first, no later
+-- than its deadline. Should that waiter be granted the lock, the grant
+-- expires at that deadline, or later when its heartbeats pushed it on;
+-- should it die, it is purged then. Either way the waiters behind it look
+-- again by then, without a wake-up: a release that hands the lock on
+-- wakes the granted waiter alone.
+local function held_wait(pttl, owner, head)
+  if head and head.owner ~= owner then
+    local left = head.deadline - server_ms()
     if pttl < 0 or left < pttl then
       return left
     end
@@ -159,28 +258,12 @@ local function held_wait(pttl, owner, head, deadline)
   return pttl
 end
 
--- Hands the lock, just released, to the first live waiter of queue, if
--- any (direct handoff): grant(owner, ms) makes owner the holder for ms
--- milliseconds, its remaining deadline in the queue, so that a granted
--- waiter that died holds the lock no longer than its waiter timeout; the
--- fence advances to the grant's token. The waiter, off the queue now, is
--- woken with a message "owner token": it holds the lock from then on, and
--- its watchdog extends the grant to its lease (a waiter that misses the
--- message takes the grant up by its next attempt, take_up). Nobody else is
--- woken: the waiters behind it sleep no later than its deadline, the
--- grant's expiry (held_wait), should it never act.
--- Returns the granted owner, or nil.
-local function hand_on(fence, queue, deadlines, pub, channel, grant)
-  local head, deadline = queue_head(queue, deadlines)
-  if not head then
-    return nil
-  end
-  local ms = math.max(deadline - server_ms(), 1)
-  pop_head(queue, deadlines, head)
-  grant(head, ms)
-  -- '%.0f': Lua prints a number this large in exponent form.
-  wake_owner(pub, channel, head, head .. ' ' .. string.format('%.0f', next_token(fence)))
-  return head
+-- The wait of an attempt behind head, a live waiter that is not its
+-- owner, on a held lock: head's remaining deadline (held_wait, without
+-- asking the lock's time to live: the lock goes to head first, and the
+-- waiters behind it look again by head's deadline should it never act).
+local function behind_wait(head)
+  return head.deadline - server_ms()
 end
 
 -- Takes up a grant that hand_on made to owner, now the holder of lock:
@@ -196,4 +279,78 @@ local function take_up(lock, fence, queue, owner, ms, pub, channel)
     wake_head(queue, pub, channel)
   end
   return {1, redis.call('incrby', fence, 0)}
+end
+
+-- The reply of an attempt of owner that found head, another live waiter,
+-- first: the lock is head's. probe is what one look at the lock said:
+-- false when it is free (head is woken, and owner looks again by head's
+-- deadline in case it died), owner when a release handed it to owner (the
+-- attempt takes the grant up for lease ms), anything else when it is
+-- held. flag, waiter_ms and grant as enqueue's and join_queue's.
+local function behind_head(lock, fence, queue, owner, probe, lease_ms, flag, waiter_ms, grant, head, pub, channel)
+  if probe == owner then
+    return take_up(lock, fence, queue, owner, lease_ms, pub, channel)
+  end
+  local queued = join_queue(queue, owner, flag, waiter_ms, head, grant)
+  if not probe then
+    wake_owner(pub, channel, head.owner)
+  end
+  return queued_reply(behind_wait(head), queued)
+end
+
+-- Makes the lock at key held by owner for ms milliseconds as grant says
+-- (a waiter's record). stale says the key may still hold the released
+-- hold, of any type. Reports false for a grant these scripts cannot make
+-- (a semaphore's waiter), with nothing changed.
+local function grant_lock(key, owner, grant, ms, stale)
+  if grant == grant_string then
+    redis.call('set', key, owner, 'PX', ms)
+  elseif grant == grant_hash then
+    if stale then
+      redis.call('del', key)
+    end
+    redis.call('hset', key, owner, 1)
+    redis.call('pexpire', key, ms)
+  else
+    return false
+  end
+  return true
+end
+
+-- Hands the lock key, just released, to the first live waiter of queue,
+-- if any (direct handoff), in the type that waiter's kind holds it
+-- (grant_lock; stale as there): owner becomes the holder for ms
+-- milliseconds, its remaining deadline in the queue, so that a granted
+-- waiter that died holds the lock no longer than its waiter timeout; the
+-- fence advances to the grant's token. The waiter, off the queue now, is
+-- woken with a message "owner token": it holds the lock from then on, and
+-- its watchdog extends the grant to its lease (a waiter that misses the
+-- message takes the grant up by its next attempt, take_up). Nobody else
+-- is woken: the waiters behind it sleep no later than its deadline, the
+-- grant's expiry (held_wait), should it never act.
+-- A first waiter these scripts cannot grant to (a semaphore's) keeps its
+-- place and is woken by name to try now, as the lock is free.
+-- Returns the granted owner, or nil.
+local function hand_on(fence, queue, key, stale, pub, channel)
+  while true do
+    local first = redis.call('zpopmin', queue, 2)
+    if not first[1] then
+      return nil
+    end
+    local w = waiter(first[1], first[3], first[2])
+    if w and w.deadline > server_ms() then
+      if not grant_lock(key, w.owner, w.grant, math.max(w.deadline - server_ms(), 1), stale) then
+        redis.call('zadd', queue, first[2], first[1], first[4], first[3])
+        wake_owner(pub, channel, w.owner)
+        return nil
+      end
+      -- '%.0f': Lua prints a number this large in exponent form.
+      wake_owner(pub, channel, w.owner, w.owner .. ' ' .. string.format('%.0f', next_token(fence)))
+      return w.owner
+    end
+    if not w and first[3] then
+      -- Not a waiter's pair: only the first member was none.
+      redis.call('zadd', queue, first[4], first[3])
+    end
+  end
 end

@@ -20,7 +20,7 @@
 -- "write": one exclusive holder, which is a writer a release handed the
 -- lock to (hand_on grants the same hash whatever the kind, see rw_release)
 -- or a reentrant or fair lock; the read-write lock treats each alike, and
--- its waiting writers queue behind it. One HGET for a read-write lock; for
+-- its waiting writers queue behind it (queue.lua). One HGET for a read-write lock; for
 -- the others, a PTTL too, whose reply comes second (-2 when free; nil when
 -- the key is not a hash, not asked).
 local function lock_state(key)
@@ -36,32 +36,6 @@ local function lock_state(key)
     return 'free', pttl
   end
   return 'write', pttl
-end
-
--- Purges the waiting writers that stopped heart-beating (their deadline
--- passed) from the writers' queue (see queue.lua).
-local function purge_writers(waiters, queue)
-  for _, dead in ipairs(redis.call('zrangebyscore', waiters, '-inf', server_ms())) do
-    redis.call('zrem', waiters, dead)
-    redis.call('lrem', queue, 1, dead)
-  end
-end
-
--- Returns the latest deadline of the waiting writers (server time, ms) if
--- it has not passed: a live writer waits; else nil (when it has passed,
--- they are all dead, and purged). One ZRANGE, and the clock only when a
--- writer waits.
-local function writers_wait(waiters, queue)
-  local last = redis.call('zrange', waiters, -1, -1, 'WITHSCORES')
-  if not last[2] then
-    return nil
-  end
-  local deadline = tonumber(last[2])
-  if deadline > server_ms() then
-    return deadline
-  end
-  purge_writers(waiters, queue)
-  return nil
 end
 
 -- Ends the holds of the readers of the read-locked lock whose deadline has

@@ -1,12 +1,12 @@
 -- rw_read_acquire: take a read-write lock's read side for a new owner.
--- Runs after time.lua, fence.lua, gone.lua and rw.lua.
+-- Runs after time.lua, fence.lua, gone.lua, wake.lua, queue.lua and
+-- rw.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter
--- KEYS[3]  waiting writers in arrival order (list; see queue.lua)
--- KEYS[4]  waiting writers' deadlines (zset: owner id -> server time, ms)
--- KEYS[5]  readers' deadlines (zset: owner id -> server time, ms)
--- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[3]  waiting writers in arrival order (zset; see queue.lua)
+-- KEYS[4]  readers' deadlines (zset: owner id -> server time, ms)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
 -- ARGV[3]  "0" not to record the owner as waiting when a writer keeps it
@@ -27,11 +27,19 @@
 -- attempts purge them (rw.lua, purge_readers).
 --
 -- Returns {1, token} when acquired, {0, wait} when not: when writers wait,
--- the last one's remaining deadline, else the lock's pttl; for a reader
+-- the first one's remaining deadline, else the lock's pttl; for a reader
 -- recorded as waiting, no more than half its waiter timeout.
 -- Returns {0, -1} for an owner recorded as gone, and takes nothing: its
 -- caller gave up before this attempt landed. (An attempt that is refused
 -- changes nothing, gone or not: only one that would be admitted asks.)
+-- Returns the deadline of the first live waiting writer (server time, ms),
+-- or nil when none waits; the dead ones before it are purged (queue.lua,
+-- queue_head).
+local function writers_wait(queue)
+  local head = queue_head(queue)
+  return head and head.deadline
+end
+
 local state, pttl = lock_state(KEYS[1])
 if state == 'foreign' then
   return {0, pttl or redis.call('pttl', KEYS[1])}
@@ -44,9 +52,9 @@ local admit, writers, others
 if state == 'write' then
   admit = ARGV[7] ~= '' and redis.call('hexists', KEYS[1], ARGV[7]) == 1
 else
-  others = redis.call('exists', KEYS[4], KEYS[6])
+  others = redis.call('exists', KEYS[3], KEYS[5])
   if others > 0 then
-    writers = writers_wait(KEYS[4], KEYS[3])
+    writers = writers_wait(KEYS[3])
   end
   admit = not writers
 end
@@ -60,18 +68,18 @@ if not admit then
   local wait
   if writers then
     -- A writer waits and takes the lock first; its release lets this
-    -- reader in. Look again by the last writer's deadline in case they
-    -- all died (heartbeats also purge the dead and wake the readers).
+    -- reader in. Look again by the first writer's deadline in case it
+    -- died (heartbeats also purge the dead and wake the readers).
     wait = writers - server_ms()
   else
     wait = redis.call('pttl', KEYS[1])
   end
-  if ARGV[3] == '0' or is_gone(KEYS[6], ARGV[1]) then
+  if ARGV[3] == '0' or is_gone(KEYS[5], ARGV[1]) then
     return {0, wait}
   end
-  return {0, wait_as_reader(KEYS[5], ARGV[1], ARGV[4], wait)}
+  return {0, wait_as_reader(KEYS[4], ARGV[1], ARGV[4], wait)}
 end
-if others ~= 0 and is_gone(KEYS[6], ARGV[1]) then
+if others ~= 0 and is_gone(KEYS[5], ARGV[1]) then
   return {0, -1}
 end
 if state == 'write' then
@@ -87,11 +95,11 @@ else
   redis.call('hset', KEYS[1], 'mode', 'read', ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
 end
-redis.call('zadd', KEYS[5], server_ms() + tonumber(ARGV[2]), ARGV[1])
+redis.call('zadd', KEYS[4], server_ms() + tonumber(ARGV[2]), ARGV[1])
 if state == 'read' then
   -- Read-locked, the lock has readers, whose deadlines' key has an expiry.
-  redis.call('pexpire', KEYS[5], ARGV[2], 'GT')
+  redis.call('pexpire', KEYS[4], ARGV[2], 'GT')
 else
-  extend(KEYS[5], ARGV[2])
+  extend(KEYS[4], ARGV[2])
 end
 return {1, next_token(KEYS[2])}

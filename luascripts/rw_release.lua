@@ -5,11 +5,10 @@
 -- and owner.lua.
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
--- KEYS[2]  waiting writers in arrival order (list; see queue.lua)
--- KEYS[3]  waiting writers' deadlines (zset)
--- KEYS[4]  readers' deadlines (zset)
--- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
--- KEYS[6]  the fence counter (the token of a handed-on grant)
+-- KEYS[2]  waiting writers in arrival order (zset; see queue.lua)
+-- KEYS[3]  readers' deadlines (zset)
+-- KEYS[4]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[5]  the fence counter (the token of a handed-on grant)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -25,21 +24,22 @@
 -- the last holder hands the lock to the first waiting writer, if one
 -- waits, and wakes it by name with the grant's token (queue.lua, hand_on:
 -- no reader may enter before it), else wakes every waiter (the readers may
--- all enter). The first in the queue may be a
--- waiter of another kind with the same name (reentrant, fair): the grant
--- is what those kinds hold, a hash of the owner's id -> 1 without a mode,
--- and a writer names its mode when it first needs it (rw.lua, lock_state).
+-- all enter). The first in the queue may be a waiter of another kind with
+-- the same name: it is granted the lock as its kind holds it (queue.lua,
+-- grant_lock). A writer's grant is what the reentrant and fair lock hold,
+-- a hash of the owner's id -> 1 without a mode, and a writer names its
+-- mode when it first needs it (rw.lua, lock_state).
 --
 -- Returns 1 when released, 0 when the owner did not hold the lock.
-record_gone(KEYS[5], ARGV[1], ARGV[5]) -- the script is atomic: order is free
+record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
 if not ended then
-  redis.call('zrem', KEYS[4], ARGV[1]) -- a waiting reader's record
-  if dequeue(KEYS[2], KEYS[3], ARGV[1]) then
-    if redis.call('zcard', KEYS[3]) == 0 then
+  redis.call('zrem', KEYS[3], ARGV[1]) -- a waiting reader's record
+  if dequeue(KEYS[2], ARGV[1]) then
+    if redis.call('exists', KEYS[2]) == 0 then
       redis.call(ARGV[3], ARGV[2], '') -- readers held back by this writer may enter
     elseif redis.call('exists', KEYS[1]) == 0 then
-      wake_first(KEYS[2], KEYS[3], ARGV[3], ARGV[2]) -- the writer first now
+      wake_first(KEYS[2], ARGV[3], ARGV[2]) -- the writer first now
     end
   end
   return 0
@@ -47,7 +47,7 @@ end
 if ended == 'kept' then
   return 1
 end
-local reader = redis.call('zrem', KEYS[4], ARGV[1]) == 1
+local reader = redis.call('zrem', KEYS[3], ARGV[1]) == 1
 if redis.call('hlen', KEYS[1]) <= 1 then
   -- No holder is left (the mode alone, or nothing). A writer's release
   -- lets the readers waiting now in before the next writer (rw.lua,
@@ -56,15 +56,11 @@ if redis.call('hlen', KEYS[1]) <= 1 then
   -- before it (direct handoff: queue.lua, hand_on). With no writer
   -- waiting, wake every waiter: the readers may all enter.
   redis.call('del', KEYS[1])
-  if not reader and admit_readers(KEYS[1], KEYS[4]) then
+  if not reader and admit_readers(KEYS[1], KEYS[3]) then
     redis.call(ARGV[3], ARGV[2], '')
     return 1
   end
-  local granted = hand_on(KEYS[6], KEYS[2], KEYS[3], ARGV[3], ARGV[2], function(owner, ms)
-    redis.call('hset', KEYS[1], owner, 1)
-    redis.call('pexpire', KEYS[1], ms)
-  end)
-  if not granted then
+  if not hand_on(KEYS[5], KEYS[2], KEYS[1], false, ARGV[3], ARGV[2]) then
     redis.call(ARGV[3], ARGV[2], '')
   end
   return 1
@@ -74,7 +70,7 @@ if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then
   -- read-locked now, the readers waiting join them (rw.lua,
   -- admit_readers), and so may others while no writer waits.
   redis.call('hset', KEYS[1], 'mode', 'read')
-  admit_readers(KEYS[1], KEYS[4])
+  admit_readers(KEYS[1], KEYS[3])
   redis.call(ARGV[3], ARGV[2], '')
 end
 return 1

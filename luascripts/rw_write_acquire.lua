@@ -5,13 +5,12 @@
 --
 -- KEYS[1]  the lock (hash: "mode" -> "read"|"write", owner id -> holds)
 -- KEYS[2]  the fence counter
--- KEYS[3]  waiting writers in arrival order (list; see queue.lua)
--- KEYS[4]  waiting writers' deadlines (zset: owner id -> server time, ms)
--- KEYS[5]  readers' deadlines (zset: owner id -> server time, ms)
--- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[3]  waiting writers in arrival order (zset; see queue.lua)
+-- KEYS[4]  readers' deadlines (zset: owner id -> server time, ms)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
--- ARGV[3]  "0" not to queue the owner when not acquired (TryLock); else
+-- ARGV[3]  "0" not to queue the owner when not acquired (TryLock); "1" to
 --          queue it as a waiting writer (Lock)
 -- ARGV[4]  waiter timeout, milliseconds: a waiting writer that stops
 --          heart-beating for this long no longer blocks new readers
@@ -34,7 +33,7 @@
 -- deadline (it is woken now). Returns {0, -1} for an owner recorded as
 -- gone, and neither grants nor queues it: its caller gave up before this
 -- attempt landed.
-if is_gone(KEYS[6], ARGV[1]) then
+if is_gone(KEYS[5], ARGV[1]) then
   return {0, -1}
 end
 local state, wait = lock_state(KEYS[1])
@@ -51,29 +50,25 @@ end
 local now = server_ms()
 -- Dead readers keep writers out only while the lock is read-locked; a
 -- write-locked lock's readers (its writer's chain's) wait for its release.
-local free = state == 'free' or (state == 'read' and purge_readers(KEYS[1], KEYS[5], now))
+local free = state == 'free' or (state == 'read' and purge_readers(KEYS[1], KEYS[4], now))
 -- Dead writers ahead of this one are purged as they come first
 -- (queue_head); heartbeats purge the rest.
-local head, deadline = queue_head(KEYS[3], KEYS[4])
-if free and (not head or head == ARGV[1]) then
+local head = queue_head(KEYS[3])
+if free and (not head or head.owner == ARGV[1]) then
   if head then
-    pop_head(KEYS[3], KEYS[4], ARGV[1], ARGV[6], ARGV[5])
+    pop_head(KEYS[3], ARGV[6], ARGV[5])
   end
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, next_token(KEYS[2])}
 end
 
-local queued = 0
-if ARGV[3] ~= '0' then
-  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[4], head)
-  queued = 1
-end
+local queued = join_queue(KEYS[3], ARGV[1], ARGV[3], ARGV[4], head, grant_hash)
 if free then
   -- Another writer is first: hand it the lock, and look again by its
   -- deadline in case it died.
-  wake_owner(ARGV[6], ARGV[5], head)
-  return queued_reply(deadline - server_ms(), queued)
+  wake_owner(ARGV[6], ARGV[5], head.owner)
+  return queued_reply(behind_wait(head), queued)
 end
 wait = redis.call('pttl', KEYS[1])
 if state == 'read' then
@@ -82,7 +77,7 @@ if state == 'read' then
   -- chain's, and dead ones among them keep nobody out before the writer's
   -- release, which wakes the waiters: their deadlines bound nothing (and
   -- a passed one would make the wait negative, a reply code).
-  local first = redis.call('zrange', KEYS[5], 0, 0, 'WITHSCORES')
+  local first = redis.call('zrange', KEYS[4], 0, 0, 'WITHSCORES')
   if first[2] then
     wait = math.min(wait, tonumber(first[2]) - now)
   end

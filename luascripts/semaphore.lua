@@ -5,10 +5,11 @@
 --   the lock (a hash): "size" -> the size its permits are held under,
 --     "used" -> how many are held, each holder's owner id -> "n token"
 --     (its permits and its grant's fencing token), and "want:" owner id ->
---     n for each queued waiter;
+--     n for each of its queued waiters;
 --   the holders' expiries (the lock's "readers" key; a zset: owner id ->
 --     server time, ms), which their watchdogs push forward;
---   the queue (queue.lua's list and deadlines), in arrival order.
+--   the queue (queue.lua), in arrival order, which waiters of the kinds
+--     sharing the name share.
 -- Field names without a ':' cannot be owner ids, which are "client:seq".
 -- The hash and the holders' zset go when the last permit is given back
 -- with nobody queued, so that a semaphore nobody uses leaves no key but
@@ -75,53 +76,46 @@ end
 -- is left of its deadline (a granted waiter that died holds its permits no
 -- longer than its waiter timeout) and woken with "owner token"; except
 -- self, the caller's own owner, asking for self_n, whose reply says so.
--- Purges the dead
--- waiters it meets. Stops at the first live waiter that does not fit, so
--- that no waiter is overtaken by later ones asking for fewer; one whose
--- want is unknown, or larger than size (it asked under another size), is
--- woken by name to ask again with an attempt, which says.
--- Returns the permits held now, the live waiter left first (or nil) and
--- its deadline, and self's token if self was granted.
-local function serve(lock, fence, queue, waiters, holders, size, used, pub, channel, self, self_n)
+-- Purges the dead waiters it meets (queue.lua, queue_head) and their
+-- wants. Stops at the first live waiter that does not fit, so that no
+-- waiter is overtaken by later ones asking for fewer; one whose want is
+-- unknown, or larger than size (it asked under another size), or a waiter
+-- of another kind sharing the name, is woken by name to ask again with an
+-- attempt, which says.
+-- Returns the permits held now, the live waiter left first (a queue.lua
+-- waiter table, or nil), and self's token if self was granted.
+local function serve(lock, fence, queue, holders, size, used, pub, channel, self, self_n)
   local now = server_ms()
   local mine
-  local head = redis.call('lindex', queue, 0)
-  while head do
-    local deadline = redis.call('zscore', waiters, head)
-    deadline = deadline and tonumber(deadline)
-    if deadline and deadline > now then
-      local want = self_n
-      if head ~= self then
-        want = tonumber(redis.call('hget', lock, want_prefix .. head))
-      end
-      if not want or want > size then
-        wake_owner(pub, channel, head)
-        return used, head, deadline, mine
-      end
-      if used + want > size then
-        return used, head, deadline, mine
-      end
-      redis.call('lpop', queue)
-      redis.call('zrem', waiters, head)
-      redis.call('hdel', lock, want_prefix .. head)
-      local token = grant(lock, fence, holders, head, want, deadline - now, false)
-      used = used + want
-      if head == self then
-        mine = token
-      else
-        wake_owner(pub, channel, head, head .. ' ' .. token)
-      end
-    else
-      -- Dead: its deadline passed, or went with the deadlines' key.
-      redis.call('lpop', queue)
-      if deadline then
-        redis.call('zrem', waiters, head)
-      end
-      redis.call('hdel', lock, want_prefix .. head)
-    end
-    head = redis.call('lindex', queue, 0)
+  local function forget(owner)
+    redis.call('hdel', lock, want_prefix .. owner)
   end
-  return used, nil, nil, mine
+  while true do
+    local head = queue_head(queue, forget)
+    if not head then
+      return used, nil, mine
+    end
+    local want = self_n
+    if head.owner ~= self then
+      want = head.grant == grant_permits and tonumber(redis.call('hget', lock, want_prefix .. head.owner))
+    end
+    if not want or want > size then
+      wake_owner(pub, channel, head.owner)
+      return used, head, mine
+    end
+    if used + want > size then
+      return used, head, mine
+    end
+    pop_head(queue)
+    forget(head.owner)
+    local token = grant(lock, fence, holders, head.owner, want, head.deadline - now, false)
+    used = used + want
+    if head.owner == self then
+      mine = token
+    else
+      wake_owner(pub, channel, head.owner, head.owner .. ' ' .. token)
+    end
+  end
 end
 
 -- Writes how many permits are held (and the size, if not nil), or, with
@@ -140,18 +134,18 @@ end
 
 -- How long, in milliseconds, a waiter that was not granted may sleep:
 -- until the first holder's expiry (its permits come back without a
--- wake-up if it died), and, when another waiter is first, no later than
--- that waiter's deadline (it is purged then if it died). Granted permits
--- come with a wake-up by name.
-local function wait_for(holders, owner, head, deadline)
+-- wake-up if it died), and, when another waiter, head, is first, no later
+-- than its deadline (it is purged then if it died). Granted permits come
+-- with a wake-up by name.
+local function wait_for(holders, owner, head)
   local now = server_ms()
   local wait = -1
   local first = redis.call('zrange', holders, 0, 0, 'WITHSCORES')
   if first[2] then
     wait = math.max(tonumber(first[2]) - now, 0)
   end
-  if head and head ~= owner then
-    local left = math.max(deadline - now, 0)
+  if head and head.owner ~= owner then
+    local left = math.max(head.deadline - now, 0)
     if wait < 0 or left < wait then
       wait = left
     end

@@ -5,10 +5,9 @@
 --
 -- KEYS[1]  the lock (hash; see semaphore.lua)
 -- KEYS[2]  the fence counter
--- KEYS[3]  the queue (list of waiting owner ids, in arrival order)
--- KEYS[4]  the waiters' deadlines (zset: owner id -> server time, ms)
--- KEYS[5]  the holders' expiries (zset: owner id -> server time, ms)
--- KEYS[6]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
+-- KEYS[3]  the queue (zset: the waiters in arrival order; see queue.lua)
+-- KEYS[4]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
 -- ARGV[3]  "0" not to queue the owner when not granted (TryLock); else
@@ -32,7 +31,7 @@
 -- recorded as gone, which is neither granted nor queued (its caller gave
 -- up before this attempt landed). Fails with a RELOCKINVALID error when
 -- permits are held under another size.
-local lock, fence, queue, waiters, holders, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lock, fence, queue, holders, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ms, pub, channel = ARGV[1], tonumber(ARGV[2]), ARGV[6], ARGV[5]
 local n, size = tonumber(ARGV[8]), tonumber(ARGV[9])
 
@@ -78,9 +77,9 @@ if tonumber(v[1]) ~= size then
   end
   resize = size
 end
-local head, deadline, mine
+local head, mine
 if others > 0 or not fresh then
-  used, head, deadline, mine = serve(lock, fence, queue, waiters, holders, size, used, pub, channel, owner, n)
+  used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, n)
 end
 if mine then
   settle(lock, holders, used, head, resize)
@@ -99,7 +98,7 @@ end
 local queued = 0
 if ARGV[3] ~= '0' then
   queued = 1
-  enqueue(queue, waiters, owner, ARGV[4], head)
+  enqueue(queue, owner, ARGV[4], head, grant_permits)
   if used == (tonumber(v[2]) or 0) and not resize then
     -- Nothing else of the hash changed: settle below writes nothing.
     redis.call('hset', lock, want_prefix .. owner, n)
@@ -115,9 +114,9 @@ if ARGV[3] ~= '0' then
     lengthen(holders, ARGV[4])
   end
   if not head then
-    head, deadline = owner, server_ms() + tonumber(ARGV[4])
+    head = {owner = owner}
   end
 elseif used ~= (tonumber(v[2]) or 0) or resize then
   settle(lock, holders, used, head, resize)
 end
-return queued_reply(wait_for(holders, owner, head, deadline), queued)
+return queued_reply(wait_for(holders, owner, head), queued)

@@ -5,10 +5,9 @@
 --
 -- KEYS[1]  the lock (hash; see semaphore.lua)
 -- KEYS[2]  the fence counter
--- KEYS[3]  the queue (list of waiting owner ids)
--- KEYS[4]  the waiters' deadlines (zset)
--- KEYS[5]  the holders' expiries (zset: owner id -> server time, ms)
--- KEYS[6]  unused (gone)
+-- KEYS[3]  the queue (zset; see queue.lua)
+-- KEYS[4]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[5]  unused (gone)
 -- ARGV[1]  wake-up channel
 -- ARGV[2]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[3]  size
@@ -16,7 +15,7 @@
 -- Returns size minus the permits held. Fails with a RELOCKINVALID error
 -- when permits are held under another size; returns 0 when another kind's
 -- lock has the name.
-local lock, fence, queue, waiters, holders = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, fence, queue, holders = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local size = tonumber(ARGV[3])
 local v = redis.pcall('hmget', lock, size_field, used_field)
 if v.err then
@@ -32,7 +31,7 @@ if used > 0 and tonumber(v[1]) ~= size then
 end
 if used ~= held then
   local head
-  used, head = serve(lock, fence, queue, waiters, holders, tonumber(v[1]), used, ARGV[2], ARGV[1])
+  used, head = serve(lock, fence, queue, holders, tonumber(v[1]), used, ARGV[2], ARGV[1])
   settle(lock, holders, used, head)
 end
 return size - used

@@ -5,11 +5,10 @@
 -- queue.lua and semaphore.lua.
 --
 -- KEYS[1]  the lock (hash; see semaphore.lua)
--- KEYS[2]  the queue (list of waiting owner ids)
--- KEYS[3]  the waiters' deadlines (zset)
--- KEYS[4]  the holders' expiries (zset: owner id -> server time, ms)
--- KEYS[5]  the gone owners (zset; see gone.lua)
--- KEYS[6]  the fence counter (the tokens of handed-on grants)
+-- KEYS[2]  the queue (zset; see queue.lua)
+-- KEYS[3]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[4]  the gone owners (zset; see gone.lua)
+-- KEYS[5]  the fence counter (the tokens of handed-on grants)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -21,7 +20,7 @@
 -- woken.
 --
 -- Returns 1 when released, 0 when the owner held no permits.
-local lock, queue, waiters, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lock, queue, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
 record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
 local v = redis.pcall('hmget', lock, owner, size_field, used_field)
@@ -41,7 +40,7 @@ if v[1] then
   end
   redis.call('hdel', lock, owner)
   redis.call('zrem', holders, owner)
-elseif dequeue(queue, waiters, owner) then
+elseif dequeue(queue, owner) then
   redis.call('hdel', lock, want_prefix .. owner)
 else
   return 0
@@ -52,6 +51,6 @@ if not v[2] then
 end
 used = purge(lock, holders, used)
 local head
-used, head = serve(lock, fence, queue, waiters, holders, tonumber(v[2]), used, pub, channel)
+used, head = serve(lock, fence, queue, holders, tonumber(v[2]), used, pub, channel)
 settle(lock, holders, used, head)
 return released

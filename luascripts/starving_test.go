@@ -39,11 +39,7 @@ func TestStarvingWaitersGoFirst(t *testing.T) {
 			rc := redistest.Shared(t).Client(t)
 			k := keysFor(t, rc)
 			payloads := subscribe(t, k.wake)
-			queue := func() []string {
-				v, err := rc.Do(t.Context(), rc.B().Lrange().Key(k.queue).Start(0).Stop(-1).Build()).AsStrSlice()
-				require.NoError(t, err)
-				return v
-			}
+			queue := func() []string { return k.owners(t, rc) }
 
 			require.Equal(t, int64(1), k.attempt(t, rc, kd.acquire, "h", "2")[0])
 			assert.Equal(t, []int64{0, 60000, 0}, roundWait(k.attempt(t, rc, kd.acquire, "n", "2")), "no queue: a newcomer is not queued")
@@ -105,7 +101,7 @@ func TestDeadStarvingWaiterIsPurged(t *testing.T) {
 		v := acquire("n", "2", "5000")
 		return v[0] == 1
 	})
-	_, queued := zscore(t, rc, k.waiters, "dead")
+	_, queued := k.waiting(t, rc, "dead")
 	assert.False(t, queued, "purged")
 }
 

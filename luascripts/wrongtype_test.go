@@ -44,7 +44,7 @@ func TestScriptsOnALockOfAnotherKind(t *testing.T) {
 				calls = append(calls, luascripts.Call{Script: kd.reenter, Keys: []string{k.lock, k.readers}, Args: []string{"x", "60000", "2"}})
 			}
 			if kd.heartbeat != luascripts.None {
-				calls = append(calls, luascripts.Call{Script: kd.heartbeat, Keys: []string{k.lock, k.queue, k.waiters}, Args: []string{"x", "5000", k.wake, "publish"}})
+				calls = append(calls, luascripts.Call{Script: kd.heartbeat, Keys: []string{k.lock, k.queue}, Args: []string{"x", "5000", k.wake, "publish"}})
 			}
 			for i, r := range luascripts.ExecMulti(t.Context(), rc, calls...) {
 				n, err := r.AsInt64()
@@ -55,7 +55,7 @@ func TestScriptsOnALockOfAnotherKind(t *testing.T) {
 			after, err := do(t, rc, rc.B().Dump().Key(k.lock).Build()).ToString()
 			require.NoError(t, err)
 			assert.Equal(t, before, after, "%s: the other lock is untouched", what)
-			do(t, rc, rc.B().Del().Key(k.queue, k.waiters, k.gone).Build())
+			do(t, rc, rc.B().Del().Key(k.queue, k.gone).Build())
 		}
 	}
 }

@@ -29,10 +29,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The keys of lock "job" under the default prefix.
 const (
-	lockKey    = "relock:{job}"
-	queueKey   = lockKey + ":queue"
-	waitersKey = lockKey + ":waiters"
-	wakeKey    = lockKey + ":wake"
+	lockKey  = "relock:{job}"
+	queueKey = lockKey + ":queue"
+	wakeKey  = lockKey + ":wake"
 )
 
 // wait bounds every wait for a condition: long enough for a loaded machine.
@@ -398,8 +397,7 @@ func TestFairGrantsInArrivalOrder(t *testing.T) {
 			}
 		}()
 		locktest.Eventually(t, "waiter "+strconv.Itoa(i)+" to queue", func() bool {
-			v, err := do(t, rc, rc.B().Llen().Key(queueKey).Build()).AsInt64()
-			return err == nil && v == int64(i+1)
+			return locktest.QueueLen(context.Background(), rc, queueKey) == i+1
 		})
 	}
 	require.NoError(t, holder.Unlock())
@@ -422,8 +420,7 @@ func TestRWLockReadersAndWriters(t *testing.T) {
 	assert.ErrorIs(t, err, relock.ErrWouldDeadlock, "a reader may not upgrade")
 	got := lockAsync(other.Locker())
 	locktest.Eventually(t, "the writer to wait", func() bool {
-		v, err := do(t, rc, rc.B().Zcard().Key(waitersKey).Build()).AsInt64()
-		return err == nil && v == 1
+		return locktest.QueueLen(context.Background(), rc, queueKey) == 1
 	})
 	_, err = m.TryRLock(ctx)
 	assert.ErrorIs(t, err, relock.ErrNotAcquired, "a waiting writer holds back new readers")
@@ -561,8 +558,7 @@ func TestSemaphore(t *testing.T) {
 	}()
 	rc := admin(t, srv)
 	locktest.Eventually(t, "the waiter to queue", func() bool {
-		n, err := rc.Do(ctx, rc.B().Llen().Key("relock:{pool}:queue").Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(ctx, rc, "relock:{pool}:queue") == 1
 	})
 	srv.FastForward(2 * time.Minute) // both holdings expire on the server
 	select {

@@ -107,8 +107,7 @@ func TestForceUnlockWakesWaitingWriter(t *testing.T) {
 		got <- err
 	}()
 	locktest.Eventually(t, "the writer to wait", func() bool {
-		n, err := rc.Do(ctx, rc.B().Zcard().Key("relock:{"+t.Name()+"}:waiters").Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(ctx, rc, "relock:{"+t.Name()+"}:queue") == 1
 	})
 	assert.True(t, isLocked(t, m), "a waiting writer does not free the lock")
 	forced, err := m.ForceUnlock(ctx)

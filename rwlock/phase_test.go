@@ -117,11 +117,10 @@ func TestWriterBehindReaderStreamWaitsForPresentReaders(t *testing.T) {
 		}
 		got <- l
 	}()
-	waiters := "relock:{" + name + "}:waiters"
+	queue := "relock:{" + name + "}:queue"
 	// Or to hold the lock already: its wait may be too short to see.
 	locktest.Eventually(t, "the writer to wait", func() bool {
-		n, err := rc.Do(t.Context(), rc.B().Zcard().Key(waiters).Build()).AsInt64()
-		return len(got) > 0 || err == nil && n > 0
+		return len(got) > 0 || locktest.QueueLen(t.Context(), rc, queue) > 0
 	})
 	waiting := fence(t, rc, name)
 	l := <-got

@@ -62,8 +62,7 @@ func TestWaitingWriterHoldsBackNewReadersNotReentrantOnes(t *testing.T) {
 	}()
 	rc := srv.Client(t)
 	locktest.Eventually(t, "the writer to wait", func() bool {
-		n, err := rc.Do(ctx, rc.B().Zcard().Key("relock:{"+t.Name()+"}:waiters").Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(ctx, rc, "relock:{"+t.Name()+"}:queue") == 1
 	})
 	_, err = m.TryRLock(ctx)
 	assert.ErrorIs(t, err, relock.ErrNotAcquired, "a new reader is held back by the waiting writer")
@@ -246,8 +245,7 @@ func TestHandedWriterDowngrades(t *testing.T) {
 	}()
 	rc := srv.Client(t)
 	locktest.Eventually(t, "the writer to wait", func() bool {
-		n, err := rc.Do(ctx, rc.B().Zcard().Key("relock:{"+t.Name()+"}:waiters").Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(ctx, rc, "relock:{"+t.Name()+"}:queue") == 1
 	})
 	require.NoError(t, first.Unlock())
 	w := <-writer

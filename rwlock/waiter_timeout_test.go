@@ -1,7 +1,9 @@
 package rwlock_test
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,15 +29,15 @@ func TestShortWaiterTimeoutKeepsWriterPreference(t *testing.T) {
 	k := luascripts.NewKeys("relock", name)
 	const long, short = 20 * time.Second, 200 * time.Millisecond
 	writers := func() int64 {
-		n, err := rc.Do(context.Background(), rc.B().Zcard().Key(k.Waiters).Build()).AsInt64()
-		require.NoError(t, err)
-		return n
+		return int64(locktest.QueueLen(context.Background(), rc, k.Queue))
 	}
-	earliest := func() (string, float64) {
-		v, err := rc.Do(context.Background(), rc.B().Zrange().Key(k.Waiters).Min("0").Max("0").Withscores().Build()).AsZScores()
+	// earliest returns the waiting writer whose deadline comes first.
+	earliest := func() (string, int64) {
+		ws, err := locktest.Queue(context.Background(), rc, k.Queue)
 		require.NoError(t, err)
-		require.Len(t, v, 1)
-		return v[0].Member, v[0].Score
+		require.NotEmpty(t, ws)
+		first := slices.MinFunc(ws, func(a, b luascripts.QueuedWaiter) int { return cmp.Compare(a.DeadlineMs, b.DeadlineMs) })
+		return first.Owner, first.DeadlineMs
 	}
 
 	reader, err := rwlock.New(c, name).RLock(context.Background())

@@ -21,11 +21,12 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // queueKey is the key of semaphore name's queue under the default prefix.
 func queueKey(name string) string { return "relock:{" + name + "}:queue" }
 
+// llen returns how many waiters the queue key holds.
 func llen(t *testing.T, rc rueidis.Client, key string) int64 {
 	t.Helper()
-	n, err := rc.Do(context.Background(), rc.B().Llen().Key(key).Build()).AsInt64()
+	ws, err := locktest.Queue(context.Background(), rc, key)
 	require.NoError(t, err)
-	return n
+	return int64(len(ws))
 }
 
 // setup returns a Client on the shared server, a plain client of it, and

@@ -63,8 +63,8 @@ func (r *rawKey) exists() bool { return r.typ != "none" }
 
 // rawState is inspect.lua's reply.
 type rawState struct {
-	now                                        int64 // server TIME, ms
-	lock, fence, queue, waiters, readers, gone rawKey
+	now                               int64 // server TIME, ms
+	lock, fence, queue, readers, gone rawKey
 }
 
 // readRaw runs inspect.lua on k, returning at most limit entries of each
@@ -74,7 +74,7 @@ func readRaw(ctx context.Context, rc rueidis.Client, k luascripts.Keys, limit in
 }
 
 func inspectKeys(k luascripts.Keys) []string {
-	return []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Readers, k.Gone}
+	return []string{k.Lock, k.Fence, k.Queue, k.Readers, k.Gone}
 }
 
 func parseRaw(res rueidis.RedisResult) (*rawState, error) {
@@ -83,7 +83,7 @@ func parseRaw(res rueidis.RedisResult) (*rawState, error) {
 		return nil, err
 	}
 	st := &rawState{}
-	targets := []*rawKey{&st.lock, &st.fence, &st.queue, &st.waiters, &st.readers, &st.gone}
+	targets := []*rawKey{&st.lock, &st.fence, &st.queue, &st.readers, &st.gone}
 	if len(reply) != 1+len(targets) {
 		return nil, fmt.Errorf("inspect script: %d replies, want %d", len(reply), 1+len(targets))
 	}
@@ -241,17 +241,13 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 
 	st.Readers, st.Counts.Readers = deadlines(raw.readers, raw.now)
 	st.Gone, st.Counts.Gone = deadlines(raw.gone, raw.now)
-	switch {
-	case st.Kind == kindRWLock && raw.queue.exists():
+	if st.Kind == kindRWLock {
 		// A read-write lock's waiting writers, in arrival order.
-		st.WaitingWriters, st.Counts.WaitingWriters = deadlines(raw.queue, raw.now)
-	case raw.queue.exists():
-		// A queue (fair, or a mutex's or reentrant lock's starving
-		// waiters): its waiters zset holds the queue's deadlines.
-		st.Queue, st.Counts.Queue = deadlines(raw.queue, raw.now)
-	default:
-		// Waiting writers' deadlines left without their queue.
-		st.WaitingWriters, st.Counts.WaitingWriters = deadlines(raw.waiters, raw.now)
+		st.WaitingWriters, st.Counts.WaitingWriters = queued(raw.queue, raw.now)
+	} else {
+		// A queue (fair, a semaphore's, or a mutex's or reentrant lock's
+		// starving waiters).
+		st.Queue, st.Counts.Queue = queued(raw.queue, raw.now)
 	}
 	st.Truncated = int64(len(st.Holders)) < st.Counts.Holders ||
 		int64(len(st.Readers)) < st.Counts.Readers ||
@@ -267,7 +263,7 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 		raw *rawKey
 	}{
 		{k.Lock, &raw.lock}, {k.Fence, &raw.fence}, {k.Queue, &raw.queue},
-		{k.Waiters, &raw.waiters}, {k.Readers, &raw.readers}, {k.Gone, &raw.gone},
+		{k.Readers, &raw.readers}, {k.Gone, &raw.gone},
 	} {
 		if kr.raw.exists() {
 			st.Keys = append(st.Keys, keyState{Key: kr.key, Type: kr.raw.typ, TTLMs: kr.raw.pttl, Size: kr.raw.size})
@@ -305,8 +301,8 @@ func (st *lockState) inferKind(raw *rawState) {
 		case raw.queue.exists():
 			st.KindCandidates = []string{kindFair, kindReentrant, kindMutex, kindRWLock}
 			st.KindNote = "free, with a queue: the first waiter is being handed the lock (a fair lock, a mutex's or reentrant lock's starving waiters, or a read-write lock's waiting writers)"
-		case raw.readers.exists() || raw.waiters.exists():
-			set(kindRWLock, "free, with reader or writer deadlines left: the next script on the lock purges them")
+		case raw.readers.exists():
+			set(kindRWLock, "free, with reader deadlines left: the next script on the lock purges them")
 		default:
 			st.KindNote = "free: no key tells the kind"
 		}
@@ -343,6 +339,26 @@ func deadlines(k rawKey, now int64) ([]deadline, int64) {
 			d.RemainingMs = &left
 		}
 		ds = append(ds, d)
+	}
+	return ds, max(k.size, 0)
+}
+
+// queued returns the waiters of a queue key (see luascripts.ParseQueue) in
+// arrival order, with their deadlines made relative to the server time
+// now, and how many wait in all.
+func queued(k rawKey, now int64) ([]deadline, int64) {
+	ds := []deadline{}
+	if !k.exists() {
+		return ds, 0
+	}
+	members := make([]string, 0, len(k.entries))
+	for _, e := range k.entries {
+		m, _ := e.ToString()
+		members = append(members, m)
+	}
+	for _, w := range luascripts.ParseQueue(members) {
+		left := w.DeadlineMs - now
+		ds = append(ds, deadline{Owner: w.Owner, Label: labelOf(w.Owner), RemainingMs: &left})
 	}
 	return ds, max(k.size, 0)
 }

@@ -5,24 +5,24 @@
 -- KEYS[1]  the lock (string: owner id; or hash: owner id -> hold count,
 --          plus field "mode" for a read-write lock)
 -- KEYS[2]  the fence counter (string: last token issued)
--- KEYS[3]  the fair queue (list of owner ids, head first)
--- KEYS[4]  the waiters' deadlines (zset: owner id -> server time, ms)
--- KEYS[5]  the readers' deadlines (zset: owner id -> server time, ms)
--- KEYS[6]  the gone owners (zset: owner id -> server time, ms)
+-- KEYS[3]  the queue (zset of waiters' pairs in arrival order; see
+--          luascripts/queue.lua)
+-- KEYS[4]  the readers' deadlines (zset: owner id -> server time, ms)
+-- KEYS[5]  the gone owners (zset: owner id -> server time, ms)
 -- ARGV[1]  most entries to return of each hash, list and zset; 0 returns
 --          their sizes only (strings are always returned)
 --
--- Returns {now, lock, fence, queue, waiters, readers, gone}: now is the
+-- Returns {now, lock, fence, queue, readers, gone}: now is the
 -- server TIME in milliseconds; each key is {type, pttl, size, entries, mode}:
 --   type     TYPE of the key ("none" when absent)
 --   pttl     PTTL of the key: -2 absent, -1 no expiry
---   size     elements: 1 for a string, HLEN, LLEN or ZCARD; -1 for another type
+--   size     elements: 1 for a string, HLEN or ZCARD; the queue's
+--            waiters (half its ZCARD); -1 for another type
 --   entries  flat: a string's value; a hash's field, value pairs except
 --            "mode"; a zset's member, score pairs by score; the queue's
---            owner, deadline pairs in queue order, where deadline is the
---            owner's score in KEYS[4] or false
+--            members in arrival order (owner id, record pairs)
 --   mode     a hash's "mode" field, or false
--- Lists are cut at ARGV[1] entries (pairs for pairs); size tells the whole.
+-- Entries are cut at ARGV[1] (pairs for pairs); size tells the whole.
 
 local limit = tonumber(ARGV[1])
 local t = redis.call('time')
@@ -47,13 +47,10 @@ local function describe(key, queue)
         end
       end
     end
-  elseif kind == 'list' then
-    size = redis.call('llen', key)
+  elseif kind == 'zset' and queue then
+    size = math.floor(redis.call('zcard', key) / 2)
     if limit > 0 then
-      for _, owner in ipairs(redis.call('lrange', key, 0, limit - 1)) do
-        entries[#entries + 1] = owner
-        entries[#entries + 1] = queue and redis.call('zscore', queue, owner) or false
-      end
+      entries = redis.call('zrange', key, 0, 2 * limit - 1)
     end
   elseif kind == 'zset' then
     size = redis.call('zcard', key)
@@ -68,8 +65,7 @@ return {
   now,
   describe(KEYS[1]),
   describe(KEYS[2]),
-  describe(KEYS[3], KEYS[4]),
+  describe(KEYS[3], true),
   describe(KEYS[4]),
   describe(KEYS[5]),
-  describe(KEYS[6]),
 }

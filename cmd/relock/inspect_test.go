@@ -204,8 +204,8 @@ func TestInspectRWLockWaitingWriter(t *testing.T) {
 		writer <- err
 	}()
 	locktest.Eventually(t, "the writer waits", func() bool {
-		n, err := rc.Do(ctx, rc.B().Zcard().Key(k.Waiters).Build()).AsInt64()
-		return err == nil && n == 1
+		q, err := queuedOwners(ctx, rc, k)
+		return err == nil && len(q) == 1
 	})
 
 	st, _ := inspectJSON(t, "--redis", srv.Addr(), name)
@@ -301,7 +301,7 @@ func TestInspectFairQueue(t *testing.T) {
 		}()
 		var queue []string
 		locktest.Eventually(t, "waiter "+strconv.Itoa(i)+" queued", func() bool {
-			queue, err = rc.Do(ctx, rc.B().Lrange().Key(k.Queue).Start(0).Stop(-1).Build()).AsStrSlice()
+			queue, err = queuedOwners(ctx, rc, k)
 			return err == nil && len(queue) == i
 		})
 		if !slices.Equal(queue[:i-1], order) {
@@ -401,8 +401,8 @@ func TestInspectFairHandedByRWLock(t *testing.T) {
 	}()
 	k := luascripts.NewKeys(relock.DefaultKeyPrefix, name)
 	locktest.Eventually(t, "the fair waiter to queue", func() bool {
-		n, err := rc.Do(ctx, rc.B().Llen().Key(k.Queue).Build()).AsInt64()
-		return err == nil && n == 1
+		q, err := queuedOwners(ctx, rc, k)
+		return err == nil && len(q) == 1
 	})
 	if err := w.Unlock(); err != nil {
 		t.Fatal(err)
@@ -428,7 +428,9 @@ func TestInspectName(t *testing.T) {
 		rc.B().Hset().Key(k.Lock).FieldValue().FieldValue("owner-a:1", "2").FieldValue("owner-b:7", "1").Build(),
 		rc.B().Pexpire().Key(k.Lock).Milliseconds(10000).Build(),
 		rc.B().Set().Key(k.Fence).Value("1795000000000042").Build(),
-		rc.B().Rpush().Key(k.Queue).Element("owner-c:3", "owner-d:4").Build(),
+		rc.B().Zadd().Key(k.Queue).ScoreMember().
+			ScoreMember(1, "owner-c:3").ScoreMember(1, "owner-c:3 9999999999999 0 hash").
+			ScoreMember(2, "owner-d:4").ScoreMember(2, "owner-d:4 9999999999999 0 hash").Build(),
 	} {
 		if err := rc.Do(ctx, cmd).Error(); err != nil {
 			t.Fatal(err)
@@ -444,8 +446,8 @@ func TestInspectName(t *testing.T) {
 	if !st.Truncated || len(st.Holders) != 1 || st.Counts.Holders != 2 || len(st.Queue) != 1 || st.Counts.Queue != 2 {
 		t.Errorf("truncated %v holders %+v queue %+v counts %+v, want one of two each", st.Truncated, st.Holders, st.Queue, st.Counts)
 	}
-	if len(st.Queue) == 1 && (st.Queue[0].Owner != "owner-c:3" || st.Queue[0].RemainingMs != nil) {
-		t.Errorf("queue %+v, want the head owner-c:3 with no deadline recorded", st.Queue)
+	if len(st.Queue) == 1 && (st.Queue[0].Owner != "owner-c:3" || st.Queue[0].RemainingMs == nil || *st.Queue[0].RemainingMs <= 0) {
+		t.Errorf("queue %+v, want the head owner-c:3 with its deadline to come", st.Queue)
 	}
 	code, text, _ := runCmd(t, "inspect", "--redis", srv.Addr(), "--prefix", prefix, "--", name)
 	if want := "name      " + strconv.Quote(name) + "\n"; code != exitOK || !strings.Contains(text, want) {
@@ -487,4 +489,17 @@ func TestInspectWrongType(t *testing.T) {
 	if st.Kind != kindUnknown || !st.Held || len(st.Keys) != 1 || st.Keys[0].Size != -1 {
 		t.Errorf("kind %q held %v keys %+v, want unknown, held, a set of unknown size", st.Kind, st.Held, st.Keys)
 	}
+}
+
+// queuedOwners returns the owners queued on lock k, in arrival order.
+func queuedOwners(ctx context.Context, rc rueidis.Client, k luascripts.Keys) ([]string, error) {
+	members, err := rc.Do(ctx, rc.B().Zrange().Key(k.Queue).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	var owners []string
+	for _, w := range luascripts.ParseQueue(members) {
+		owners = append(owners, w.Owner)
+	}
+	return owners, nil
 }

@@ -23,7 +23,7 @@ const (
 
 // companionSuffixes end a lock's keys other than the lock key itself (see
 // luascripts.NewKeys); list --all finds free locks by them.
-var companionSuffixes = []string{":fence", ":queue", ":waiters", ":readers", ":gone"}
+var companionSuffixes = []string{":fence", ":queue", ":readers", ":gone"}
 
 const listHelp = `Usage: relock list --redis host:port [--prefix relock] [--all] [--json] [PATTERN]
 

@@ -97,10 +97,10 @@ func TestWatchHandOver(t *testing.T) {
 		}
 		got <- err
 	}()
-	queue := luascripts.NewKeys("relock", name).Queue
+	k := luascripts.NewKeys("relock", name)
 	locktest.Eventually(t, "the waiter queued", func() bool {
-		n, err := rc.Do(ctx, rc.B().Llen().Key(queue).Build()).AsInt64()
-		return err == nil && n == 1
+		q, err := queuedOwners(ctx, rc, k)
+		return err == nil && len(q) == 1
 	})
 	out, stop := watchCmd(t, "--redis", srv.Addr(), "--for", "1m", "--poll", "1h", name)
 	start := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}  start     .*held by \S+ ×1; queue: \S+$`)

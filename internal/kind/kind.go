@@ -23,8 +23,10 @@ import (
 // calls with the same KEYS and ARGV whatever the kind (the ABI is in
 // luascripts/abi.go), and how its modes relate.
 //
-// Expiries of keys that several owners share (queue, waiters, readers, gone)
-// are only ever lengthened: callers may use different options.
+// Expiries of keys that several owners share (queue, readers, gone) are
+// only ever lengthened: callers may use different options. Kinds sharing a
+// name share its queue: each queued waiter records how a hand-over grants
+// it the lock, whichever kind's release makes it.
 //
 // Hold counts are named by the client, which knows them, so that a call
 // retried after a lost reply never counts twice.

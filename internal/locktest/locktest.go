@@ -14,6 +14,7 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/internal/faultproxy"
+	"github.com/relockgo/relock/luascripts"
 )
 
 // Client returns a relock Client on rc, closed at cleanup.
@@ -153,4 +154,24 @@ func EveryWaiterServed(t *testing.T, rc, rc2 rueidis.Client, newLock NewLock) {
 			t.Errorf("goroutine %d got the lock %d times of %d: %v", i, n, taken.Load(), got)
 		}
 	}
+}
+
+// Queue returns the waiters queued in key, a lock's queue
+// (luascripts.Keys.Queue), in arrival order.
+func Queue(ctx context.Context, rc rueidis.Client, key string) ([]luascripts.QueuedWaiter, error) {
+	members, err := rc.Do(ctx, rc.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	return luascripts.ParseQueue(members), nil
+}
+
+// QueueLen returns how many waiters are queued in key, a lock's queue, or
+// -1 when Redis fails.
+func QueueLen(ctx context.Context, rc rueidis.Client, key string) int {
+	ws, err := Queue(ctx, rc, key)
+	if err != nil {
+		return -1
+	}
+	return len(ws)
 }
