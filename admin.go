@@ -88,6 +88,10 @@ func (b *binding) HoldCount(ctx context.Context) (int, error) {
 	switch {
 	case rueidis.IsRedisNil(err):
 		return 0, nil
+	case err != nil && h.ended.Load():
+		// The hold ended while we asked (a loss notice cancels the
+		// lease's Context, which may be ctx): it counts 0.
+		return 0, nil
 	case isWrongType(err):
 		return 0, nil // a lock of another kind has the name now: not ours
 	case err != nil:
