@@ -81,15 +81,27 @@ end
 -- want is unknown, or larger than size (it asked under another size), is
 -- woken by name to ask again with an attempt, which says.
 -- Returns the permits held now, the live waiter left first (or nil) and
--- its deadline, and self's token if self was granted.
+-- its deadline, and self's token if self was granted. Without self, once
+-- every permit is held it returns at once with no waiter (nil): nobody
+-- can be served, and a caller that is not waiting needs no head.
 local function serve(lock, fence, queue, waiters, holders, size, used, pub, channel, self, self_n)
   local now = server_ms()
   local mine
-  local head = redis.call('lindex', queue, 0)
+  local function first()
+    if used >= size and not self then
+      return nil
+    end
+    return redis.call('lindex', queue, 0)
+  end
+  local head = first()
   while head do
     local deadline = redis.call('zscore', waiters, head)
     deadline = deadline and tonumber(deadline)
     if deadline and deadline > now then
+      if used >= size then
+        -- Every permit is held: no want fits.
+        return used, head, deadline, mine
+      end
       local want = self_n
       if head ~= self then
         want = tonumber(redis.call('hget', lock, want_prefix .. head))
@@ -119,7 +131,7 @@ local function serve(lock, fence, queue, waiters, holders, size, used, pub, chan
       end
       redis.call('hdel', lock, want_prefix .. head)
     end
-    head = redis.call('lindex', queue, 0)
+    head = first()
   end
   return used, nil, nil, mine
 end
