@@ -71,6 +71,38 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}
 }
 
+// BenchmarkLockUnlockKinds is the uncontended Lock+Unlock of the mutex and
+// Acquire(1)+Unlock of the semaphore, each lock made per call as the bench's
+// rows make it (relockKind): compare their allocations with
+//
+//	go test -run '^$' -bench LockUnlockKinds -benchmem .
+func BenchmarkLockUnlockKinds(b *testing.B) {
+	c, closeAll, err := newRelock(rueidisOption(testRedis(b), false), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeAll()
+	for _, k := range []struct {
+		name string
+		lock relockKind
+	}{{"mutex", relockMutex}, {"semaphore", relockSemaphore}} {
+		b.Run(k.name, func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background()) // one that can end, as the bench's
+			defer cancel()
+			b.ReportAllocs()
+			for b.Loop() {
+				lease, err := k.lock(ctx, c, "bench:kinds:"+k.name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := lease.Unlock(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkTryLockHeld is relock's TryLock of a mutex another owner holds:
 // one round trip that fails with ErrNotAcquired.
 func BenchmarkTryLockHeld(b *testing.B) {
@@ -306,6 +338,45 @@ func TestMergeHotKeySwitches(t *testing.T) {
 	mergeHotKey(&shared, parts, true, false)
 	if shared.SwitchesSec != -1 {
 		t.Errorf("switches/s %v with overlapping holds, want -1 (not counted)", shared.SwitchesSec)
+	}
+}
+
+// TestMergeHotKeyOrderedByToken checks that an ordered row's FIFO
+// violations follow its grants' tokens, not the order its Lock calls
+// returned in: with several grants in flight, a later grant's Lock may
+// return first (no violation), and a grant that overtook may return last
+// (a violation).
+func TestMergeHotKeyOrderedByToken(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	// Waiter 0 began 10 ms before waiter 1.
+	part := func(returned, tokens []int64) []*hotKeyPart {
+		return []*hotKeyPart{{PerWorker: []int64{1, 1}, Workers: []int32{0, 1}, Began: []int64{0, 10 * ms}, Stamps: returned, Tokens: tokens}}
+	}
+	for _, c := range []struct {
+		name             string
+		returned, tokens []int64
+		byTime, byTokens int64
+	}{
+		{"granted in order, returned out of order", []int64{30 * ms, 20 * ms}, []int64{100, 200}, 1, 0},
+		{"overtaken, returned in order", []int64{20 * ms, 30 * ms}, []int64{200, 100}, 0, 1},
+	} {
+		row := HotKeyRow{Seconds: 1}
+		mergeHotKey(&row, part(c.returned, c.tokens), true, true)
+		if row.FIFOViolations != c.byTokens {
+			t.Errorf("%s: %d FIFO violations, want %d (by token)", c.name, row.FIFOViolations, c.byTokens)
+		}
+		// A row whose holds do not overlap counts by the time Lock returned.
+		row = HotKeyRow{Seconds: 1}
+		mergeHotKey(&row, part(c.returned, c.tokens), false, false)
+		if row.FIFOViolations != c.byTime {
+			t.Errorf("%s, not ordered: %d FIFO violations, want %d (by return)", c.name, row.FIFOViolations, c.byTime)
+		}
+	}
+	// Tokens missing from a part: the order is unknown, nothing is counted.
+	row := HotKeyRow{Seconds: 1}
+	mergeHotKey(&row, part([]int64{20 * ms, 30 * ms}, nil), true, true)
+	if row.FIFOViolations != -1 {
+		t.Errorf("without tokens: %d FIFO violations, want -1 (not counted)", row.FIFOViolations)
 	}
 }
 

@@ -193,7 +193,9 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 }
 
 // mergeHotKey fills row's figures from the processes' parts; ordered
-// counts FIFO violations although holds overlap.
+// counts FIFO violations although holds overlap, in the order of the
+// grants' tokens: with several grants in flight, Lock calls return in
+// another order than the lock granted them.
 func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 	var waits []time.Duration
 	type grant struct {
@@ -214,17 +216,22 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 			row.FirstError = part.FirstError
 		}
 		waits = append(waits, part.Waits...)
+		byToken := ordered && len(part.Tokens) == len(part.Stamps)
 		for i, at := range part.Stamps {
 			grants = append(grants, grant{at, part.Workers[i]})
 			if i < len(part.Began) {
-				spans = append(spans, waitSpan{began: part.Began[i], granted: at})
+				span := waitSpan{began: part.Began[i], granted: at}
+				if byToken {
+					span.granted = part.Tokens[i]
+				}
+				spans = append(spans, span)
 			}
 		}
 		for _, began := range part.OpenBegan {
 			spans = append(spans, waitSpan{began: began, granted: math.MaxInt64})
 		}
 		capped = capped || part.Capped
-		unpaired = unpaired || len(part.Began) != len(part.Stamps)
+		unpaired = unpaired || len(part.Began) != len(part.Stamps) || (ordered && len(part.Tokens) != len(part.Stamps))
 	}
 	for _, n := range row.PerWorker {
 		row.Acquisitions += n
@@ -259,9 +266,10 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 // for a library's attempt granularity.
 const fifoTolerance = 5 * time.Millisecond
 
-// waitSpan is one wait of one waiter, in Unix ns: from its first Lock call
-// to the acquisition, granted math.MaxInt64 for a wait still open at the
-// end of the row.
+// waitSpan is one wait of one waiter: began is the Unix ns of its first
+// Lock call; granted orders the grants — the Unix ns of the acquisition,
+// or the grant's token for an ordered row — and is math.MaxInt64 for a
+// wait still open at the end of the row.
 type waitSpan struct{ began, granted int64 }
 
 // overtakes counts the grants that overtook a waiter: those made while
@@ -313,6 +321,7 @@ type hotKeyPart struct {
 	Stamps     []int64          `json:"stamps"`     // Unix ns of each acquisition
 	Began      []int64          `json:"began"`      // Unix ns of the first Lock call of each stamp's wait
 	Workers    []int32          `json:"workers"`    // the worker of each stamp
+	Tokens     []int64          `json:"tokens"`     // the fencing token of each stamp's grant, of a tokenLocker
 	OpenBegan  []int64          `json:"open_began"` // Unix ns of the first Lock call of each wait open at the end
 	Capped     bool             `json:"capped"`     // a worker hit its sample limit: stamps are incomplete
 	Reads      int64            `json:"reads,omitempty"`
@@ -391,6 +400,7 @@ func collectPart(stats []waiterStats, firstID int) *hotKeyPart {
 		part.Waits = append(part.Waits, st.waits.samples...)
 		part.Stamps = append(part.Stamps, st.stamps...)
 		part.Began = append(part.Began, st.began...)
+		part.Tokens = append(part.Tokens, st.tokens...)
 		for range st.stamps {
 			part.Workers = append(part.Workers, int32(firstID+i))
 		}
@@ -411,6 +421,7 @@ type waiterStats struct {
 	firstError                 error
 	waits                      sampler
 	stamps, began              []int64 // Unix ns of each acquisition and of its wait's first Lock call
+	tokens                     []int64 // the fencing token of each acquisition, of a tokenLocker
 }
 
 // maxAcquisitions bounds one waiter's loop, whatever the time.
@@ -429,13 +440,22 @@ func hotKeyWaiter(ctx context.Context, lk locker, key string, hold time.Duration
 			st.firstError = err
 		}
 	}
+	var token int64 // of the last grant, of a tokenLocker
 	lock := func(ctx context.Context) (func() error, bool, error) {
 		u, err := lk.Lock(ctx, key)
 		return u, false, err
 	}
 	ml, mixed := lk.(modeLocker)
-	if mixed {
+	tl, tokens := lk.(tokenLocker)
+	switch {
+	case mixed:
+		tokens = false
 		lock = func(ctx context.Context) (func() error, bool, error) { return ml.LockMode(ctx, key) }
+	case tokens:
+		lock = func(ctx context.Context) (u func() error, _ bool, err error) {
+			u, token, err = tl.LockToken(ctx, key)
+			return u, false, err
+		}
 	}
 	for ctx.Err() == nil && st.acquired < maxAcquisitions {
 		began := time.Now()
@@ -469,6 +489,9 @@ func hotKeyWaiter(ctx context.Context, lk locker, key string, hold time.Duration
 		if len(st.stamps) < limit {
 			st.stamps = append(st.stamps, got.UnixNano())
 			st.began = append(st.began, began.UnixNano())
+			if tokens {
+				st.tokens = append(st.tokens, token)
+			}
 		}
 		if hold > 0 {
 			time.Sleep(hold) // the holder's work
