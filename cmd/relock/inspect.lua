@@ -12,8 +12,10 @@
 -- ARGV[1]  most entries to return of each hash, list and zset; 0 returns
 --          their sizes only (strings are always returned)
 --
--- Returns {now, lock, fence, queue, waiters, readers, gone}: now is the
--- server TIME in milliseconds; each key is {type, pttl, size, entries, mode}:
+-- Returns {now, lock, fence, queue, waiters, readers, gone, semaphore}:
+-- now is the server TIME in milliseconds; semaphore is the lock as a
+-- semaphore (inspect_semaphore.lua) or false; each key is {type, pttl,
+-- size, entries, mode}:
 --   type     TYPE of the key ("none" when absent)
 --   pttl     PTTL of the key: -2 absent, -1 no expiry
 --   size     elements: 1 for a string, HLEN, LLEN or ZCARD; -1 for another type
@@ -72,4 +74,5 @@ return {
   describe(KEYS[4]),
   describe(KEYS[5]),
   describe(KEYS[6]),
+  semaphore_of(KEYS[1], KEYS[5], limit),
 }
