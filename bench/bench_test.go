@@ -9,10 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/locktest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 )
 
@@ -377,6 +382,90 @@ func TestMergeHotKeyOrderedByToken(t *testing.T) {
 	mergeHotKey(&row, part([]int64{20 * ms, 30 * ms}, nil), true, true)
 	if row.FIFOViolations != -1 {
 		t.Errorf("without tokens: %d FIFO violations, want -1 (not counted)", row.FIFOViolations)
+	}
+}
+
+// TestArrival checks that the semaphore row's hot-key waits are dated by
+// when their first attempt ran, on the server's clock: a wait granted at
+// once by its token, a wait that queued by the clock its attempt's reply
+// gives, before the grant that a release later handed it.
+func TestArrival(t *testing.T) {
+	addr := testRedis(t)
+	lib, err := libraryByID("relock-semaphore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, closeAll, err := lib.openHot(addr, newSentCommands())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	tl, ok := lk.(tokenLocker)
+	if !ok {
+		t.Fatalf("the semaphore row's locker %T is no tokenLocker", lk)
+	}
+	rc, err := rueidis.NewClient(rueidisOption(addr, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx := context.Background()
+	serverNs := func() int64 {
+		t.Helper()
+		v, err := rc.Do(ctx, rc.B().Time().Build()).AsIntSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[0]*int64(time.Second) + v[1]*int64(time.Microsecond)
+	}
+	const key = "arrival"
+	var unlocks []func() error
+	defer func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}()
+	for i := range semaphoreSize {
+		var arrival atomic.Int64
+		u, token, err := tl.LockToken(withArrival(ctx, &arrival), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlocks = append(unlocks, u)
+		if i == 0 && arrival.Load() != token*int64(time.Microsecond) {
+			t.Errorf("granted at once: arrival %d, want the token %d in ns", arrival.Load(), token)
+		}
+	}
+	// Every permit held: a waiter queues, and a release hands it a permit.
+	var arrival atomic.Int64
+	before := serverNs() / int64(time.Millisecond) * int64(time.Millisecond) // the reply's clock is in ms
+	type grant struct {
+		unlock func() error
+		token  int64
+		err    error
+	}
+	granted := make(chan grant, 1)
+	go func() {
+		u, token, err := tl.LockToken(withArrival(ctx, &arrival), key)
+		granted <- grant{u, token, err}
+	}()
+	queue := luascripts.NewKeys(relock.DefaultKeyPrefix, key).Queue
+	locktest.Eventually(t, "the waiter queued", func() bool {
+		n, err := rc.Do(ctx, rc.B().Llen().Key(queue).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	queued := serverNs()
+	if err := unlocks[0](); err != nil {
+		t.Fatal(err)
+	}
+	unlocks = unlocks[1:]
+	g := <-granted
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	unlocks = append(unlocks, g.unlock)
+	if at := arrival.Load(); at < before || at > queued || at >= g.token*int64(time.Microsecond) {
+		t.Errorf("queued, then handed a permit with token %d: arrival %d, want when it queued, in [%d, %d]", g.token, at, before, queued)
 	}
 }
 

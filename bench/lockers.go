@@ -41,9 +41,10 @@ type modeLocker interface {
 }
 
 // A tokenLocker is a locker whose grants carry a fencing token issued in
-// the order the grants were made (relock's): where holds overlap, Lock
-// calls return in another order than the grants', and the tokens tell
-// theirs.
+// the order the grants were made, and whose attempts' replies say when
+// they ran (relock's semaphore; see withArrival): where holds overlap,
+// Lock calls return in another order than the grants', and the tokens
+// tell theirs.
 type tokenLocker interface {
 	locker
 	LockToken(ctx context.Context, key string) (unlock func() error, token int64, err error)
@@ -78,6 +79,8 @@ type library struct {
 	// closes everything open opened. Its clients count the commands they
 	// send into sent, unless nil.
 	open func(addr string, sent *sentCommands) (locker, func(), error)
+	// openHot, when not nil, is open for the hot-key rows.
+	openHot func(addr string, sent *sentCommands) (locker, func(), error)
 	// keep, when the library renews leases itself, opens a keeper for the
 	// watchdog scenario whose leases last lease and are renewed every
 	// renewEvery(lease), and the counter of its client's round trips.

@@ -178,15 +178,6 @@ func (l relockLocker) Lock(ctx context.Context, key string) (func() error, error
 	return lease.Unlock, nil
 }
 
-// LockToken is Lock, with the lease's fencing token.
-func (l relockLocker) LockToken(ctx context.Context, key string) (func() error, int64, error) {
-	lease, err := l.kind(ctx, l.c, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	return lease.Unlock, lease.Token(), nil
-}
-
 func (l relockLocker) Hold(ctx context.Context, key string) (<-chan struct{}, func() error, error) {
 	ctx, cancel := context.WithTimeout(ctx, holdWait) // bounds the wait only
 	defer cancel()
