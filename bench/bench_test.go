@@ -9,10 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/internal/locktest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 )
 
@@ -68,6 +73,38 @@ func BenchmarkLockUnlock(b *testing.B) {
 		if err := lease.Unlock(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkLockUnlockKinds is the uncontended Lock+Unlock of the mutex and
+// Acquire(1)+Unlock of the semaphore, each lock made per call as the bench's
+// rows make it (relockKind): compare their allocations with
+//
+//	go test -run '^$' -bench LockUnlockKinds -benchmem .
+func BenchmarkLockUnlockKinds(b *testing.B) {
+	c, closeAll, err := newRelock(rueidisOption(testRedis(b), false), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeAll()
+	for _, k := range []struct {
+		name string
+		lock relockKind
+	}{{"mutex", relockMutex}, {"semaphore", relockSemaphore}} {
+		b.Run(k.name, func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background()) // one that can end, as the bench's
+			defer cancel()
+			b.ReportAllocs()
+			for b.Loop() {
+				lease, err := k.lock(ctx, c, "bench:kinds:"+k.name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := lease.Unlock(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -306,6 +343,129 @@ func TestMergeHotKeySwitches(t *testing.T) {
 	mergeHotKey(&shared, parts, true, false)
 	if shared.SwitchesSec != -1 {
 		t.Errorf("switches/s %v with overlapping holds, want -1 (not counted)", shared.SwitchesSec)
+	}
+}
+
+// TestMergeHotKeyOrderedByToken checks that an ordered row's FIFO
+// violations follow its grants' tokens, not the order its Lock calls
+// returned in: with several grants in flight, a later grant's Lock may
+// return first (no violation), and a grant that overtook may return last
+// (a violation).
+func TestMergeHotKeyOrderedByToken(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	// Waiter 0 began 10 ms before waiter 1.
+	part := func(returned, tokens []int64) []*hotKeyPart {
+		return []*hotKeyPart{{PerWorker: []int64{1, 1}, Workers: []int32{0, 1}, Began: []int64{0, 10 * ms}, Stamps: returned, Tokens: tokens}}
+	}
+	for _, c := range []struct {
+		name             string
+		returned, tokens []int64
+		byTime, byTokens int64
+	}{
+		{"granted in order, returned out of order", []int64{30 * ms, 20 * ms}, []int64{100, 200}, 1, 0},
+		{"overtaken, returned in order", []int64{20 * ms, 30 * ms}, []int64{200, 100}, 0, 1},
+	} {
+		row := HotKeyRow{Seconds: 1}
+		mergeHotKey(&row, part(c.returned, c.tokens), true, true)
+		if row.FIFOViolations != c.byTokens {
+			t.Errorf("%s: %d FIFO violations, want %d (by token)", c.name, row.FIFOViolations, c.byTokens)
+		}
+		// A row whose holds do not overlap counts by the time Lock returned.
+		row = HotKeyRow{Seconds: 1}
+		mergeHotKey(&row, part(c.returned, c.tokens), false, false)
+		if row.FIFOViolations != c.byTime {
+			t.Errorf("%s, not ordered: %d FIFO violations, want %d (by return)", c.name, row.FIFOViolations, c.byTime)
+		}
+	}
+	// Tokens missing from a part: the order is unknown, nothing is counted.
+	row := HotKeyRow{Seconds: 1}
+	mergeHotKey(&row, part([]int64{20 * ms, 30 * ms}, nil), true, true)
+	if row.FIFOViolations != -1 {
+		t.Errorf("without tokens: %d FIFO violations, want -1 (not counted)", row.FIFOViolations)
+	}
+}
+
+// TestArrival checks that the semaphore row's hot-key waits are dated by
+// when their first attempt ran, on the server's clock: a wait granted at
+// once by its token, a wait that queued by the clock its attempt's reply
+// gives, before the grant that a release later handed it.
+func TestArrival(t *testing.T) {
+	addr := testRedis(t)
+	lib, err := libraryByID("relock-semaphore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, closeAll, err := lib.openHot(addr, newSentCommands())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	tl, ok := lk.(tokenLocker)
+	if !ok {
+		t.Fatalf("the semaphore row's locker %T is no tokenLocker", lk)
+	}
+	rc, err := rueidis.NewClient(rueidisOption(addr, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx := context.Background()
+	serverNs := func() int64 {
+		t.Helper()
+		v, err := rc.Do(ctx, rc.B().Time().Build()).AsIntSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[0]*int64(time.Second) + v[1]*int64(time.Microsecond)
+	}
+	const key = "arrival"
+	var unlocks []func() error
+	defer func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}()
+	for i := range semaphoreSize {
+		var arrival atomic.Int64
+		u, token, err := tl.LockToken(withArrival(ctx, &arrival), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlocks = append(unlocks, u)
+		if i == 0 && arrival.Load() != token*int64(time.Microsecond) {
+			t.Errorf("granted at once: arrival %d, want the token %d in ns", arrival.Load(), token)
+		}
+	}
+	// Every permit held: a waiter queues, and a release hands it a permit.
+	var arrival atomic.Int64
+	before := serverNs() / int64(time.Millisecond) * int64(time.Millisecond) // the reply's clock is in ms
+	type grant struct {
+		unlock func() error
+		token  int64
+		err    error
+	}
+	granted := make(chan grant, 1)
+	go func() {
+		u, token, err := tl.LockToken(withArrival(ctx, &arrival), key)
+		granted <- grant{u, token, err}
+	}()
+	queue := luascripts.NewKeys(relock.DefaultKeyPrefix, key).Queue
+	locktest.Eventually(t, "the waiter queued", func() bool {
+		n, err := rc.Do(ctx, rc.B().Llen().Key(queue).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	queued := serverNs()
+	if err := unlocks[0](); err != nil {
+		t.Fatal(err)
+	}
+	unlocks = unlocks[1:]
+	g := <-granted
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	unlocks = append(unlocks, g.unlock)
+	if at := arrival.Load(); at < before || at > queued || at >= g.token*int64(time.Microsecond) {
+		t.Errorf("queued, then handed a permit with token %d: arrival %d, want when it queued, in [%d, %d]", g.token, at, before, queued)
 	}
 }
 

@@ -40,6 +40,16 @@ type modeLocker interface {
 	LockMode(ctx context.Context, key string) (unlock func() error, read bool, err error)
 }
 
+// A tokenLocker is a locker whose grants carry a fencing token issued in
+// the order the grants were made, and whose attempts' replies say when
+// they ran (relock's semaphore; see withArrival): where holds overlap,
+// Lock calls return in another order than the grants', and the tokens
+// tell theirs.
+type tokenLocker interface {
+	locker
+	LockToken(ctx context.Context, key string) (unlock func() error, token int64, err error)
+}
+
 // holdWait bounds a keeper's wait for one lease.
 const holdWait = 20 * time.Second
 
@@ -62,12 +72,15 @@ type library struct {
 	// holder switches mean nothing.
 	overlaps bool
 	// ordered reports that grants of this row follow arrival order even
-	// though its holds overlap (the semaphore): FIFO violations are counted.
+	// though its holds overlap (the semaphore): FIFO violations are
+	// counted, in the grants' order as their tokens tell it (tokenLocker).
 	ordered bool
 	// open connects to the Redis at addr and returns the locker and what
 	// closes everything open opened. Its clients count the commands they
 	// send into sent, unless nil.
 	open func(addr string, sent *sentCommands) (locker, func(), error)
+	// openHot, when not nil, is open for the hot-key rows.
+	openHot func(addr string, sent *sentCommands) (locker, func(), error)
 	// keep, when the library renews leases itself, opens a keeper for the
 	// watchdog scenario whose leases last lease and are renewed every
 	// renewEvery(lease), and the counter of its client's round trips.

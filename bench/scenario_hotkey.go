@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -193,7 +194,9 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 }
 
 // mergeHotKey fills row's figures from the processes' parts; ordered
-// counts FIFO violations although holds overlap.
+// counts FIFO violations although holds overlap, in the order of the
+// grants' tokens: with several grants in flight, Lock calls return in
+// another order than the lock granted them.
 func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 	var waits []time.Duration
 	type grant struct {
@@ -214,17 +217,25 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 			row.FirstError = part.FirstError
 		}
 		waits = append(waits, part.Waits...)
+		byToken := ordered && len(part.Tokens) == len(part.Stamps)
 		for i, at := range part.Stamps {
 			grants = append(grants, grant{at, part.Workers[i]})
-			if i < len(part.Began) {
-				spans = append(spans, waitSpan{began: part.Began[i], granted: at})
+			if i < len(part.Began) && part.Began[i] != unknownArrival {
+				span := waitSpan{began: part.Began[i], granted: at}
+				if byToken {
+					span.granted = part.Tokens[i]
+				}
+				spans = append(spans, span)
 			}
 		}
 		for _, began := range part.OpenBegan {
+			if began == unknownArrival {
+				continue
+			}
 			spans = append(spans, waitSpan{began: began, granted: math.MaxInt64})
 		}
 		capped = capped || part.Capped
-		unpaired = unpaired || len(part.Began) != len(part.Stamps)
+		unpaired = unpaired || len(part.Began) != len(part.Stamps) || (ordered && len(part.Tokens) != len(part.Stamps))
 	}
 	for _, n := range row.PerWorker {
 		row.Acquisitions += n
@@ -253,15 +264,21 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 	}
 }
 
+// unknownArrival stands for the arrival of a wait of a tokenLocker none of
+// whose attempts was answered (a hand-over to an attempt whose reply was
+// lost, a wait that never reached Redis): the FIFO count leaves it out.
+const unknownArrival = math.MaxInt64
+
 // fifoTolerance is how much earlier a waiter's Lock call must have begun
 // for a grant to another to count as overtaking it: the slack for the
 // clocks of the processes (one machine's, read at different moments) and
 // for a library's attempt granularity.
 const fifoTolerance = 5 * time.Millisecond
 
-// waitSpan is one wait of one waiter, in Unix ns: from its first Lock call
-// to the acquisition, granted math.MaxInt64 for a wait still open at the
-// end of the row.
+// waitSpan is one wait of one waiter: began is the Unix ns of its first
+// Lock call; granted orders the grants — the Unix ns of the acquisition,
+// or the grant's token for an ordered row — and is math.MaxInt64 for a
+// wait still open at the end of the row.
 type waitSpan struct{ began, granted int64 }
 
 // overtakes counts the grants that overtook a waiter: those made while
@@ -311,9 +328,10 @@ type hotKeyPart struct {
 	FirstError string           `json:"first_error,omitempty"`
 	Waits      []time.Duration  `json:"waits"`
 	Stamps     []int64          `json:"stamps"`     // Unix ns of each acquisition
-	Began      []int64          `json:"began"`      // Unix ns of the first Lock call of each stamp's wait
+	Began      []int64          `json:"began"`      // Unix ns of the first Lock call of each stamp's wait (of a tokenLocker: when its first attempt ran, server clock)
 	Workers    []int32          `json:"workers"`    // the worker of each stamp
-	OpenBegan  []int64          `json:"open_began"` // Unix ns of the first Lock call of each wait open at the end
+	Tokens     []int64          `json:"tokens"`     // the fencing token of each stamp's grant, of a tokenLocker
+	OpenBegan  []int64          `json:"open_began"` // Unix ns of the first Lock call of each wait open at the end (as Began)
 	Capped     bool             `json:"capped"`     // a worker hit its sample limit: stamps are incomplete
 	Reads      int64            `json:"reads,omitempty"`
 	Writes     int64            `json:"writes,omitempty"` // of a read-write lock: reads + writes = acquisitions
@@ -328,7 +346,11 @@ func hotKeyChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Wr
 		return nil, err
 	}
 	sent := newSentCommands()
-	lk, closeLib, err := lib.open(s.Addr, sent)
+	open := lib.open
+	if lib.openHot != nil {
+		open = lib.openHot
+	}
+	lk, closeLib, err := open(s.Addr, sent)
 	if err != nil {
 		return nil, err
 	}
@@ -391,6 +413,7 @@ func collectPart(stats []waiterStats, firstID int) *hotKeyPart {
 		part.Waits = append(part.Waits, st.waits.samples...)
 		part.Stamps = append(part.Stamps, st.stamps...)
 		part.Began = append(part.Began, st.began...)
+		part.Tokens = append(part.Tokens, st.tokens...)
 		for range st.stamps {
 			part.Workers = append(part.Workers, int32(firstID+i))
 		}
@@ -410,7 +433,8 @@ type waiterStats struct {
 	openBegan                  int64 // Unix ns the open wait began
 	firstError                 error
 	waits                      sampler
-	stamps, began              []int64 // Unix ns of each acquisition and of its wait's first Lock call
+	stamps, began              []int64 // Unix ns of each acquisition and of its wait's first Lock call (of a tokenLocker: when its first attempt ran, server clock)
+	tokens                     []int64 // the fencing token of each acquisition, of a tokenLocker
 }
 
 // maxAcquisitions bounds one waiter's loop, whatever the time.
@@ -429,15 +453,40 @@ func hotKeyWaiter(ctx context.Context, lk locker, key string, hold time.Duration
 			st.firstError = err
 		}
 	}
+	var token int64          // of the last grant, of a tokenLocker
+	var arrival atomic.Int64 // of a tokenLocker: when the wait reached the lock (withArrival)
 	lock := func(ctx context.Context) (func() error, bool, error) {
 		u, err := lk.Lock(ctx, key)
 		return u, false, err
 	}
 	ml, mixed := lk.(modeLocker)
-	if mixed {
+	tl, tokens := lk.(tokenLocker)
+	switch {
+	case mixed:
+		tokens = false
 		lock = func(ctx context.Context) (func() error, bool, error) { return ml.LockMode(ctx, key) }
+	case tokens:
+		lock = func(ctx context.Context) (u func() error, _ bool, err error) {
+			u, token, err = tl.LockToken(withArrival(ctx, &arrival), key)
+			return u, false, err
+		}
+	}
+	// arrived is when the wait that began at began reached the lock, as
+	// the FIFO count takes it: for a tokenLocker, when its first attempt
+	// ran, on the server's clock (withArrival), or unknownArrival when
+	// none of its attempts was answered.
+	arrived := func(began time.Time) int64 {
+		switch at := arrival.Load(); {
+		case !tokens:
+			return began.UnixNano()
+		case at == 0:
+			return unknownArrival
+		default:
+			return at
+		}
 	}
 	for ctx.Err() == nil && st.acquired < maxAcquisitions {
+		arrival.Store(0)
 		began := time.Now()
 		var unlock func() error
 		var read bool
@@ -449,7 +498,7 @@ func hotKeyWaiter(ctx context.Context, lk locker, key string, hold time.Duration
 			case ctx.Err() != nil:
 				st.waits.add(time.Since(began))
 				st.open++
-				st.openBegan = began.UnixNano()
+				st.openBegan = arrived(began)
 				return st
 			case notAcquired(err):
 				st.failures++
@@ -468,7 +517,10 @@ func hotKeyWaiter(ctx context.Context, lk locker, key string, hold time.Duration
 		st.waits.add(got.Sub(began))
 		if len(st.stamps) < limit {
 			st.stamps = append(st.stamps, got.UnixNano())
-			st.began = append(st.began, began.UnixNano())
+			st.began = append(st.began, arrived(began))
+			if tokens {
+				st.tokens = append(st.tokens, token)
+			}
 		}
 		if hold > 0 {
 			time.Sleep(hold) // the holder's work

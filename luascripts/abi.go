@@ -295,6 +295,10 @@ type Acquire struct {
 	Extra    []string // the kind's own ARGV, after the ABI's (see kind.Spec.AcquireArgs); never modified
 }
 
+// acquireArgs is how many ARGV of an acquire call the ABI names, before a
+// kind's own (Acquire.Extra).
+const acquireArgs = 7
+
 // AcquireCall is the acquire call a of script s on the lock k.
 func AcquireCall(s Script, k Keys, a Acquire) Call {
 	flag := "0" // never queue
@@ -304,12 +308,9 @@ func AcquireCall(s Script, k Keys, a Acquire) Call {
 	case a.Wait:
 		flag = "2" // queue behind a queue
 	}
-	return Call{
-		Script: s,
-		Keys:   k.acquireKeys(),
-		// Without Extra, append returns the literal itself: no allocation more.
-		Args: append([]string{a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within}, a.Extra...),
-	}
+	args := make([]string, 0, acquireArgs+len(a.Extra)) // one allocation, Extra included
+	args = append(args, a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within)
+	return Call{Script: s, Keys: k.acquireKeys(), Args: append(args, a.Extra...)}
 }
 
 // QueryCall is the call of script s, a kind's read of its state, on the

@@ -35,16 +35,30 @@ local lock, fence, queue, holders, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KE
 local owner, ms, pub, channel = ARGV[1], tonumber(ARGV[2]), ARGV[6], ARGV[5]
 local n, size = tonumber(ARGV[8]), tonumber(ARGV[9])
 
--- Nobody gone and nobody queued, the common case, costs one EXISTS.
-local others = redis.call('exists', gone, queue)
-if others > 0 and is_gone(gone, owner) then
-  return {0, -1}
-end
-local v = redis.pcall('hmget', lock, size_field, used_field, owner)
-if v.err then
-  -- Another kind's lock (a string) has the name: wait for its expiry
-  -- (-1: none, -2: gone already, as the reply codes say).
-  return {0, redis.call('pttl', lock)}
+-- Nobody gone, nobody queued and no semaphore (the uncontended case)
+-- costs one EXISTS: fresh, with nothing to read.
+local others = redis.call('exists', gone, queue, lock)
+local v, fresh = {}, true
+if others > 0 then
+  v = redis.pcall('hmget', lock, size_field, used_field, owner)
+  if v.err then
+    -- Another kind's lock (a string) has the name: wait for its expiry
+    -- (-1: none, -2: gone already, as the reply codes say).
+    return {0, redis.call('pttl', lock)}
+  end
+  if v[1] then
+    fresh = false
+    others = others - 1 -- the lock: others counts gone and queue from here
+  else
+    local pttl = redis.call('pttl', lock)
+    if pttl ~= -2 then
+      -- Another kind's lock (a hash without a size) has the name.
+      return {0, pttl}
+    end
+  end
+  if others > 0 and is_gone(gone, owner) then
+    return {0, -1}
+  end
 end
 local expiry = v[3] and tonumber(redis.call('zscore', holders, owner))
 if expiry and expiry > server_ms() then
@@ -59,15 +73,6 @@ if expiry and expiry > server_ms() then
     wake_head(queue, pub, channel)
   end
   return {1, tonumber(token)}
-end
-local fresh = false
-if not v[1] then
-  local pttl = redis.call('pttl', lock)
-  if pttl ~= -2 then
-    -- Another kind's lock (a hash without a size) has the name.
-    return {0, pttl}
-  end
-  fresh = true
 end
 local used = purge(lock, holders, tonumber(v[2]) or 0)
 local resize = nil

@@ -78,12 +78,14 @@ type Semaphore struct {
 	opts []relock.LockOption
 	err  error // a bad size: every call fails with it
 
-	// any is the semaphore bound for no particular n: its ForceUnlock and
-	// Query are every binding's.
-	any kind.Lock[*relock.Lease]
+	// one is the semaphore bound to ask for one permit, the common case,
+	// made with the Semaphore (its spec lives in it: no allocation more);
+	// its ForceUnlock and Query are every binding's.
+	one     kind.Lock[*relock.Lease]
+	oneSpec spec
 
 	mu     sync.Mutex
-	byWant map[int64]kind.Lock[*relock.Lease] // guarded by mu: the binding that asks for n permits
+	byWant map[int64]kind.Lock[*relock.Lease] // guarded by mu: the binding that asks for n > 1 permits
 }
 
 // New returns the semaphore called name on c, of size permits. Besides
@@ -95,21 +97,30 @@ func New(c *relock.Client, name string, size int64, opts ...relock.LockOption) *
 	if size < 1 {
 		s.err = fmt.Errorf("%w: semaphore %s: size %d is below 1", relock.ErrInvalid, strconv.Quote(name), size)
 	}
-	s.any = kind.New[*relock.Lease](c, name, newSpec(1, size), opts)
+	s.oneSpec.init(1, size)
+	s.one = kind.New[*relock.Lease](c, name, &s.oneSpec.Spec, opts)
 	return s
 }
 
-// newSpec is the kind of a semaphore of size whose Acquire asks for n
+// spec is the kind of a semaphore whose Acquire asks for a number of
+// permits, with the acquire ARGV it names them by: one allocation.
+type spec struct {
+	kind.Spec
+	args [2]string // permits wanted, size: Spec.AcquireArgs
+}
+
+// init makes sp the kind of a semaphore of size whose Acquire asks for n
 // permits.
-func newSpec(n, size int64) *kind.Spec {
-	return &kind.Spec{
+func (sp *spec) init(n, size int64) {
+	sp.args = [2]string{strconv.FormatInt(n, 10), strconv.FormatInt(size, 10)}
+	sp.Spec = kind.Spec{
 		Kind:        "semaphore",
 		Unshared:    true,
 		Acquire:     luascripts.SemaphoreAcquire,
 		Release:     luascripts.SemaphoreRelease,
 		Renew:       luascripts.SemaphoreRenew,
 		Heartbeat:   luascripts.WaiterHeartbeat,
-		AcquireArgs: []string{strconv.FormatInt(n, 10), strconv.FormatInt(size, 10)},
+		AcquireArgs: sp.args[:],
 	}
 }
 
@@ -127,6 +138,8 @@ func (s *Semaphore) bound(n int64) (kind.Lock[*relock.Lease], error) {
 		return kind.Lock[*relock.Lease]{}, s.err
 	case n < 1 || n > s.size:
 		return kind.Lock[*relock.Lease]{}, fmt.Errorf("%w: semaphore %s: %d permits asked of %d", relock.ErrInvalid, strconv.Quote(s.name), n, s.size)
+	case n == 1:
+		return s.one, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -135,7 +148,9 @@ func (s *Semaphore) bound(n int64) (kind.Lock[*relock.Lease], error) {
 		if s.byWant == nil {
 			s.byWant = map[int64]kind.Lock[*relock.Lease]{}
 		}
-		l = kind.New[*relock.Lease](s.c, s.name, newSpec(n, s.size), s.opts)
+		sp := new(spec)
+		sp.init(n, s.size)
+		l = kind.New[*relock.Lease](s.c, s.name, &sp.Spec, s.opts)
 		s.byWant[n] = l
 	}
 	return l, nil
@@ -186,7 +201,7 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	n, err := s.any.Query(ctx, luascripts.SemaphoreAvailable, strconv.FormatInt(s.size, 10))
+	n, err := s.one.Query(ctx, luascripts.SemaphoreAvailable, strconv.FormatInt(s.size, 10))
 	if err != nil {
 		if invalid := s.invalid(err); invalid != err {
 			return 0, invalid
@@ -208,12 +223,15 @@ func (s *Semaphore) ForceUnlock(ctx context.Context) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	return s.any.ForceUnlock(ctx)
+	return s.one.ForceUnlock(ctx)
 }
 
 // invalid returns err as relock.ErrInvalid when it is a script's refusal
 // of the caller's size (luascripts.InvalidCode); err otherwise.
 func (s *Semaphore) invalid(err error) error {
+	if err == nil {
+		return nil
+	}
 	if msg, ok := luascripts.IsInvalid(err); ok {
 		return fmt.Errorf("%w: semaphore %s: %s", relock.ErrInvalid, strconv.Quote(s.name), msg)
 	}

@@ -33,7 +33,8 @@ const (
 
 // demoConfig is the demo's command line.
 type demoConfig struct {
-	kind     string        // "mutex" or "redlock"
+	kind     string        // "mutex", "redlock" or "semaphore"
+	permits  int           // the semaphore's size
 	redis    string        // host:port of a Redis server; empty: embedded miniredis
 	workers  int           // goroutines contending on the mutex
 	rounds   int           // acquisitions per worker
@@ -52,6 +53,11 @@ runs on an embedded Redis (miniredis). Exits 1 on any violation or error.
 With --kind redlock the lock is a redlock over five embedded Redis masters
 (miniredis), and the demo kills one of them once half the acquisitions are
 done: the lock keeps working on the four left, a majority.
+
+With --kind semaphore the workers share a semaphore of --permits permits,
+each holding one per round: as many hold at once as there are permits,
+never more, and the others queue in arrival order. The demo checks that
+and that each grant's token is greater than those of the grants before it.
 `
 
 // demoCommand returns the demo's command line.
@@ -59,7 +65,8 @@ func demoCommand(stdout, stderr io.Writer) (*command, *demoConfig) {
 	cfg := &demoConfig{}
 	c := newCommand("demo", demoHelp, stdout, stderr)
 	fs := c.fs
-	fs.StringVar(&cfg.kind, "kind", "mutex", "the lock: mutex (package mutex), or redlock (package redlock, over five embedded masters, one of them killed mid-run)")
+	fs.StringVar(&cfg.kind, "kind", "mutex", "the lock: mutex (package mutex), redlock (package redlock, over five embedded masters, one of them killed mid-run), or semaphore (package semaphore, of --permits permits, one per worker)")
+	fs.IntVar(&cfg.permits, "permits", 2, "the semaphore's size, with --kind semaphore: how many workers hold it at once")
 	fs.StringVar(&cfg.redis, "redis", "", "`host:port` of a real Redis server, standalone or cluster (default: an embedded miniredis)")
 	fs.IntVar(&cfg.workers, "workers", 4, "number of workers contending on the mutex")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "times each worker locks the mutex")
@@ -72,8 +79,10 @@ func demoCommand(stdout, stderr io.Writer) (*command, *demoConfig) {
 
 func (cfg *demoConfig) validate() error {
 	switch {
-	case cfg.kind != "mutex" && cfg.kind != "redlock":
-		return fmt.Errorf("--kind %q: want mutex or redlock", cfg.kind)
+	case cfg.kind != "mutex" && cfg.kind != "redlock" && cfg.kind != kindSemaphore:
+		return fmt.Errorf("--kind %q: want mutex, redlock or semaphore", cfg.kind)
+	case cfg.permits < 1:
+		return fmt.Errorf("--permits %d: must be at least 1", cfg.permits)
 	case cfg.kind == "redlock" && cfg.redis != "":
 		return errors.New("--redis: the redlock demo runs on five embedded masters of its own, so that it can kill one")
 	case cfg.workers < 1:
@@ -130,8 +139,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	}
-	fmt.Fprintf(stdout, "relock demo: %s %q, %d workers × %d rounds, holding it %v per round and resting %v between rounds\n",
-		cfg.kind, cfg.name, cfg.workers, cfg.rounds, cfg.hold, cfg.hold/2)
+	what := fmt.Sprintf("%s %q", cfg.kind, cfg.name)
+	if d.sem != nil {
+		what += fmt.Sprintf(" of %s", plural(int64(cfg.permits), "permit"))
+	}
+	fmt.Fprintf(stdout, "relock demo: %s, %d workers × %d rounds, holding it %v per round and resting %v between rounds\n",
+		what, cfg.workers, cfg.rounds, cfg.hold, cfg.hold/2)
 	fmt.Fprintf(stdout, "redis: %s; lease %v, renewed by the watchdog every %v while held\n\n",
 		d.where, cfg.watchdog, cfg.watchdog/3)
 
@@ -144,8 +157,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// openMutex sets d up with a mutex on the Redis of d.cfg, embedded unless
-// --redis names one, and returns what closes it all, even on error.
+// openMutex sets d up with a mutex (or the semaphore of --kind semaphore)
+// on the Redis of d.cfg, embedded unless --redis names one, and returns
+// what closes it all, even on error.
 func (d *demo) openMutex(logger *slog.Logger) (closeAll func(), err error) {
 	var closers []func()
 	closeAll = func() {
@@ -174,6 +188,9 @@ func (d *demo) openMutex(logger *slog.Logger) (closeAll func(), err error) {
 	}
 	closers = append(closers, func() { c.Close() })
 	d.m = mutex.New(c, d.cfg.name)
+	if d.cfg.kind == kindSemaphore {
+		d.openSemaphore(c)
+	}
 	return closeAll, nil
 }
 
@@ -254,7 +271,7 @@ func newRedis(addr string, embedded bool) (rueidis.Client, error) {
 // demo is one run of the demo: its workers and the referee that checks them.
 type demo struct {
 	cfg   demoConfig
-	m     relock.Locker // a *mutex.Mutex or a *redlock.Mutex
+	m     relock.Locker // a *mutex.Mutex, a *redlock.Mutex or a semaphoreLocker
 	out   io.Writer     // safe for concurrent use
 	where string        // the Redis the lock lives on, for the header
 	start time.Time
@@ -264,12 +281,17 @@ type demo struct {
 	killedAddr string
 	killAt     int // the acquisition whose holder kills the master
 
+	// sem referees a semaphore, whose holds overlap, instead of holder;
+	// nil for a lock.
+	sem *semaphoreReferee
+
 	held chan struct{} // closed once worker 1 holds the mutex for the first time
 	gate chan struct{} // closed once the TryLock probe is done: the other workers may start
 
 	// holder is the in-process slot of the worker that holds the mutex, 0
 	// when none: a worker that finds it taken when it acquires, or taken
-	// from it while it holds, has found two holders at once.
+	// from it while it holds, has found two holders at once. Unused for a
+	// semaphore.
 	holder atomic.Int64
 
 	mu              sync.Mutex    // guards the fields below
@@ -374,7 +396,11 @@ func (d *demo) round(ctx context.Context, id, round int) (err error) {
 	}()
 
 	if id == 1 && round == 1 {
-		if err := d.probeReentry(lease); err != nil {
+		probe := d.probeReentry
+		if d.sem != nil {
+			probe = d.probeNotReentrant
+		}
+		if err := probe(lease); err != nil {
 			return err
 		}
 		close(d.held)
@@ -393,9 +419,10 @@ func (d *demo) round(ctx context.Context, id, round int) (err error) {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	switch h := d.holder.Load(); h {
-	case int64(id):
-	case 0:
+	switch h := d.holder.Load(); {
+	case d.sem != nil: // checked at each grant: holds overlap
+	case h == int64(id):
+	case h == 0:
 		d.violation("while worker %d held %s, another worker took and released it", id, d.cfg.name)
 	default:
 		d.violation("while worker %d held %s, worker %d took it", id, d.cfg.name, h)
@@ -415,7 +442,10 @@ func (d *demo) acquired(id int, token int64, asked, got time.Time) (kill bool) {
 		// release wakes the waiters before it answers. Print after its line.
 		<-unlocking
 	}
-	prev := d.holder.Swap(int64(id))
+	var prev int64
+	if d.sem == nil {
+		prev = d.holder.Swap(int64(id))
+	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -432,6 +462,14 @@ func (d *demo) acquired(id int, token int64, asked, got time.Time) (kill bool) {
 		line += "  handoff=" + ms(h)
 	}
 	d.event(got, line)
+	if d.sem != nil {
+		d.sem.acquiredLocked(d, id, token, asked, got)
+		if d.grants == 1 {
+			d.firstToken = token
+		}
+		d.lastToken = max(d.lastToken, token)
+		return false
+	}
 	if prev != 0 {
 		d.violationLocked("worker %d acquired %s while worker %d held it", id, d.cfg.name, prev)
 	}
@@ -452,6 +490,9 @@ func (d *demo) release(id int, lease *relock.Lease, got time.Time) error {
 	defer close(done)
 	now := time.Now()
 	d.mu.Lock()
+	if d.sem != nil {
+		d.sem.releasedLocked()
+	}
 	d.releasedAt = now
 	d.unlocking = done
 	d.mu.Unlock()
@@ -495,6 +536,8 @@ func (d *demo) probeTryLock(ctx context.Context, stderr io.Writer) {
 		if uerr := lease.Unlock(); uerr != nil {
 			d.fail(stderr, "main: unlock: %v", uerr)
 		}
+	case errors.Is(err, relock.ErrNotAcquired) && d.sem != nil:
+		d.event(time.Now(), fmt.Sprintf("main      TryAcquire(%d) → ErrNotAcquired: %s", d.cfg.permits, oneLine(err)))
 	case errors.Is(err, relock.ErrNotAcquired):
 		d.event(time.Now(), fmt.Sprintf("main      TryLock → ErrNotAcquired: %s", oneLine(err)))
 	default:
@@ -510,9 +553,12 @@ func (d *demo) summary() {
 	fmt.Fprintf(d.out, "\nsummary: %s by %s in %s, max wait %s\n",
 		plural(int64(d.grants), "acquisition"), plural(int64(d.cfg.workers), "worker"), ms(elapsed), ms(d.maxWait))
 	fmt.Fprintf(d.out, "  violations=%d  ", d.violations)
-	if d.violations == 0 {
+	switch {
+	case d.violations == 0 && d.sem != nil:
+		fmt.Fprintf(d.out, "never more holders of %s than its %s; at most %d at once\n", d.cfg.name, plural(int64(d.sem.permits), "permit"), d.sem.most)
+	case d.violations == 0:
 		fmt.Fprintf(d.out, "never two holders of %s at the same time\n", d.cfg.name)
-	} else {
+	default:
 		fmt.Fprintf(d.out, "mutual exclusion or token order was broken (see above)\n")
 	}
 	switch {
@@ -520,6 +566,8 @@ func (d *demo) summary() {
 		fmt.Fprintf(d.out, "  no tokens: the mutex was never acquired\n")
 	case d.grants == 1:
 		fmt.Fprintf(d.out, "  one token: %d\n", d.firstToken)
+	case d.tokenViolations == 0 && d.sem != nil:
+		fmt.Fprintf(d.out, "  tokens increasing  %d … %d, each grant's greater than those of the grants before it\n", d.firstToken, d.lastToken)
 	case d.tokenViolations == 0:
 		fmt.Fprintf(d.out, "  tokens increasing  %d … %d, each grant's greater than the one before\n", d.firstToken, d.lastToken)
 	default:
@@ -541,7 +589,10 @@ func (d *demo) summary() {
 		plural(int64(d.handoffs), "hand-off"), ms(d.maxHandoff))
 	fmt.Fprintf(d.out, "            no polling: a waiter sleeps until a release wakes it; its only timer is the\n")
 	fmt.Fprintf(d.out, "            holder's lease (%v here), capped at a few seconds, in case a wake-up is lost\n", d.cfg.watchdog)
-	if d.cfg.workers > 2 {
+	switch {
+	case d.sem != nil:
+		fmt.Fprintf(d.out, "  fairness: a release hands its permit to the first waiter in arrival order, and wakes only it\n")
+	case d.cfg.workers > 2:
 		fmt.Fprintf(d.out, "  fairness: a release wakes a waiter of each client and the first to ask wins, until a waiter has waited 50ms: it then queues, and the lock goes in queue order (package fair grants in arrival order always)\n")
 	}
 }

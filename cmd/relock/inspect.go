@@ -36,9 +36,10 @@ const modeField = "mode"
 //go:embed inspect.lua
 var inspectSource string
 
-// inspectScript reads all of a lock's keys at one moment (see inspect.lua).
-// Read-only: EVALSHA_RO, so Redis refuses it any write.
-var inspectScript = rueidis.NewLuaScriptReadOnly(inspectSource)
+// inspectScript reads all of a lock's keys at one moment (see inspect.lua
+// and inspect_semaphore.lua). Read-only: EVALSHA_RO, so Redis refuses it
+// any write.
+var inspectScript = rueidis.NewLuaScriptReadOnly(inspectSemaphoreSource + inspectSource)
 
 // The fields of an inspect.lua key reply.
 const (
@@ -65,6 +66,7 @@ func (r *rawKey) exists() bool { return r.typ != "none" }
 type rawState struct {
 	now                               int64 // server TIME, ms
 	lock, fence, queue, readers, gone rawKey
+	semaphore                         *rawSemaphore // the lock as a semaphore, or nil
 }
 
 // readRaw runs inspect.lua on k, returning at most limit entries of each
@@ -84,8 +86,11 @@ func parseRaw(res rueidis.RedisResult) (*rawState, error) {
 	}
 	st := &rawState{}
 	targets := []*rawKey{&st.lock, &st.fence, &st.queue, &st.readers, &st.gone}
-	if len(reply) != 1+len(targets) {
-		return nil, fmt.Errorf("inspect script: %d replies, want %d", len(reply), 1+len(targets))
+	if len(reply) != 2+len(targets) { // now, the keys, the semaphore
+		return nil, fmt.Errorf("inspect script: %d replies, want %d", len(reply), 2+len(targets))
+	}
+	if st.semaphore, err = parseSemaphore(reply[len(reply)-1]); err != nil {
+		return nil, fmt.Errorf("inspect script: semaphore: %w", err)
 	}
 	if st.now, err = reply[0].AsInt64(); err != nil {
 		return nil, fmt.Errorf("inspect script: time: %w", err)
@@ -143,6 +148,8 @@ type lockState struct {
 	Fence          fenceState `json:"fence"`
 	Keys           []keyState `json:"keys"`
 	Wake           wakeState  `json:"wake"`
+	// Semaphore is the lock as a semaphore; nil (null) for other kinds.
+	Semaphore *semaphoreState `json:"semaphore"`
 }
 
 type holder struct {
@@ -249,6 +256,7 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 		// starving waiters).
 		st.Queue, st.Counts.Queue = queued(raw.queue, raw.now)
 	}
+	st.addSemaphore(raw.semaphore, raw.now)
 	st.Truncated = int64(len(st.Holders)) < st.Counts.Holders ||
 		int64(len(st.Readers)) < st.Counts.Readers ||
 		int64(len(st.Queue)) < st.Counts.Queue ||
@@ -413,7 +421,9 @@ moment; deadlines are shown as time left on the server's clock (TIME), never
 the client's.
 
 The kind is inferred from the layout: a string is a mutex; a hash with field
-"mode" a read-write lock (the mode is not an owner); another hash a
+"mode" a read-write lock (the mode is not an owner); a hash with field
+"size" a semaphore (with "used", its holders and what its waiters want;
+its holders' expiries are in the readers key); another hash a
 reentrant or a fair lock, which look alike (both are then named: a
 reentrant lock's starving waiters queue as a fair lock's do). Shown: the
 holders with their hold counts, a read-write lock's mode, its readers' and
@@ -428,14 +438,15 @@ token, every key's TTL, and the clients subscribed to the wake-up channel
   name, prefix, key         the lock name, key prefix and lock key
   server_time_ms            the server's TIME in ms when read
   held                      whether the lock key exists
-  kind                      "mutex", "reentrant", "fair", "rwlock", "unknown"
+  kind                      "mutex", "reentrant", "fair", "rwlock", "semaphore", "unknown"
                             (a key type no kind uses), or "" when the layout
                             does not tell
   kind_candidates           the kinds the layout fits ([] when free)
   kind_note                 why
   mode                      rwlock: "read" or "write"; else ""
   ttl_ms                    PTTL of the lock key: -2 free, -1 no expiry
-  holders                   [{owner, label, count}], by owner; mutex count is 1
+  holders                   [{owner, label, count}], by owner; mutex count is 1,
+                            a semaphore's the permits held
   readers                   [{owner, label, remaining_ms}], by deadline
   queue                     [{owner, label, remaining_ms}], head first
   waiting_writers           rwlock: [{owner, label, remaining_ms}], in arrival order
@@ -446,6 +457,12 @@ token, every key's TTL, and the clients subscribed to the wake-up channel
   fence                     {key, last_token (0: none), ttl_ms}
   keys                      [{key, type, ttl_ms, size}]: each existing key
   wake                      {channel, sharded, subscribers (null: unknown)}
+  semaphore                 null unless the lock is a semaphore; else
+                            {size, used, available,
+                             holders [{owner, label, permits, token, remaining_ms}],
+                             queue [{owner, label, permits (wanted; null:
+                             unknown), remaining_ms}] head first}; a
+                            holder's remaining_ms is its lease left
 remaining_ms is the deadline minus the server time: ≤ 0 means passed (the
 next script on the lock purges the owner), null that none is recorded.
 label is the label of the owner's Client (relock.WithOwnerLabel), "" if
@@ -524,7 +541,12 @@ func (st *lockState) print(w io.Writer) {
 	for _, r := range st.Readers {
 		readers[r.Owner] = r.RemainingMs
 	}
-	for _, h := range st.Holders {
+	holders, queue := st.Holders, st.Queue
+	if st.Semaphore != nil {
+		st.Semaphore.print(line) // its holders and queue, with their permits
+		holders, queue = nil, nil
+	}
+	for _, h := range holders {
 		extra := ""
 		if left, ok := readers[h.Owner]; ok {
 			extra = "  reader " + remaining(left)
@@ -536,7 +558,7 @@ func (st *lockState) print(w io.Writer) {
 			line("reader", "%s  %s (no hold left in the hash)", ownerText(r.Owner), remaining(r.RemainingMs))
 		}
 	}
-	for i, q := range st.Queue {
+	for i, q := range queue {
 		line("queue", "%d. %s  waiter %s", i+1, ownerText(q.Owner), remaining(q.RemainingMs))
 	}
 	for _, ww := range st.WaitingWriters {

@@ -12,8 +12,10 @@
 -- ARGV[1]  most entries to return of each hash, list and zset; 0 returns
 --          their sizes only (strings are always returned)
 --
--- Returns {now, lock, fence, queue, readers, gone}: now is the
--- server TIME in milliseconds; each key is {type, pttl, size, entries, mode}:
+-- Returns {now, lock, fence, queue, readers, gone, semaphore}: now is
+-- the server TIME in milliseconds; semaphore is the lock as a semaphore
+-- (inspect_semaphore.lua) or false; each key is {type, pttl, size,
+-- entries, mode}:
 --   type     TYPE of the key ("none" when absent)
 --   pttl     PTTL of the key: -2 absent, -1 no expiry
 --   size     elements: 1 for a string, HLEN or ZCARD; the queue's
@@ -68,4 +70,5 @@ return {
   describe(KEYS[3], true),
   describe(KEYS[4]),
   describe(KEYS[5]),
+  semaphore_of(KEYS[1], KEYS[4], limit),
 }

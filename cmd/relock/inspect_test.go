@@ -70,6 +70,7 @@ type jsonState struct {
 		Sharded     bool   `json:"sharded"`
 		Subscribers *int64 `json:"subscribers"`
 	} `json:"wake"`
+	Semaphore *jsonSemaphore `json:"semaphore"`
 }
 
 type jsonDeadline struct {

@@ -43,7 +43,8 @@ lists free locks that left keys behind: a fence, a queue, deadlines.
 
 --json prints {"prefix", "pattern", "locks": [...]}, each lock with fields
   name, key, held, kind, kind_candidates, mode, ttl_ms,
-  counts {holders, readers, queue, waiting_writers, gone}, last_token
+  counts {holders, readers, queue, waiting_writers, gone}, last_token,
+  permits (a semaphore's {size, used, available}; null for other kinds)
 as in inspect's output (see 'relock help inspect'); locks is [] when none.
 `
 
@@ -71,6 +72,7 @@ type listEntry struct {
 	TTLMs          int64    `json:"ttl_ms"`
 	Counts         counts   `json:"counts"`
 	LastToken      int64    `json:"last_token"`
+	Permits        *permits `json:"permits"` // a semaphore's; null for other kinds
 }
 
 type listOutput struct {
@@ -215,6 +217,7 @@ func readEntries(ctx context.Context, cmd *command, rc rueidis.Client, names []s
 				TTLMs:          st.TTLMs,
 				Counts:         st.Counts,
 				LastToken:      st.Fence.LastToken,
+				Permits:        listPermits(st),
 			})
 		}
 	}
@@ -241,6 +244,9 @@ func printList(w io.Writer, locks []listEntry) {
 			state, ttlText = "held", ttl(l.TTLMs)
 			if l.Mode != "" {
 				state += " (" + l.Mode + ")"
+			}
+			if l.Permits != nil {
+				state += fmt.Sprintf(" (%d/%d permits)", l.Permits.Used, l.Permits.Size)
 			}
 		}
 		var waiting []string

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	relock demo [flags]                  run workers contending on one mutex or redlock
+//	relock demo [flags]                  run workers contending on one mutex, redlock or semaphore
 //	relock inspect [flags] NAME          print the state of lock NAME, of any kind
 //	relock list [flags] [PATTERN]        list the locks under a key prefix
 //	relock unlock --force [flags] NAME   delete lock NAME whoever holds it
@@ -17,8 +17,10 @@
 // fencing token greater than the one before, and waiters are woken by the
 // release instead of polling. It also shows TryLock failing with
 // relock.ErrNotAcquired while the lock is held, and a second Lock of the mutex
-// in the holder's call chain failing with relock.ErrWouldDeadlock. It exits 1
-// on any violation or error.
+// in the holder's call chain failing with relock.ErrWouldDeadlock. With
+// --kind semaphore the workers share a semaphore's permits instead, and
+// the demo checks that no more hold them than there are permits. It exits
+// 1 on any violation or error.
 //
 // Inspect, list and watch read a real server without taking or changing any
 // lock: inspect reads all of a lock's keys in one read-only script, so what
@@ -60,7 +62,7 @@ const usage = `relock shows relock's distributed locks at work and inspects thei
 
 Usage:
 
-  relock demo [--kind mutex|redlock] [--redis host:port] [--workers 4] [--rounds 3] [--hold 50ms] ...
+  relock demo [--kind mutex|redlock|semaphore] [--redis host:port] [--workers 4] [--rounds 3] [--hold 50ms] ...
       Run workers contending on one relock mutex and check mutual exclusion,
       fencing tokens and wake-ups. Without --redis it runs on an embedded
       Redis (miniredis).
