@@ -79,7 +79,11 @@ func TestInspectSemaphore(t *testing.T) {
 			done <- err
 		}()
 		locktest.Eventually(t, "waiter "+strconv.Itoa(i+1)+" queued", func() bool {
-			order, err = rc.Do(ctx, rc.B().Lrange().Key(k.Queue).Start(0).Stop(-1).Build()).AsStrSlice()
+			ws, err := locktest.Queue(ctx, rc, k.Queue)
+			order = order[:0]
+			for _, w := range ws {
+				order = append(order, w.Owner)
+			}
 			return err == nil && len(order) == i+1
 		})
 	}
