@@ -339,8 +339,10 @@ func testBraceNames(t *testing.T, env braceEnv, side braceSide) {
 			})
 			// The release hands the lock to the queued waiter by a
 			// wake-up on its Client's channel of the lock.
-			owner, err := rc.Do(ctx, rc.B().Lindex().Key(key(n, ":queue")).Index(0).Build()).ToString()
+			ws, err := locktest.Queue(ctx, rc, key(n, ":queue"))
 			require.NoError(t, err)
+			require.Len(t, ws, 1)
+			owner := ws[0].Owner
 			named[n] = key(n, ":wake") + ":" + owner[:strings.LastIndexByte(owner, ':')]
 			listen(named[n])
 			want := int64(1) // the watcher: the waiter's Client hears it through its pattern

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,53 +41,147 @@ func TestFairGrantsFollowArrivalOrder(t *testing.T) {
 	}
 	mon.stop(t)
 
-	// The queue's commands, as queue.lua sends them: ZADD NX arrival owner
-	// arrival record queues a new waiter (or, for an owner queued already,
-	// adds a record that the script takes back); ZPOPMIN 2 and
-	// ZREMRANGEBYRANK 0 1 take the first waiter off; ZREMRANGEBYSCORE
-	// arrival arrival removes one wherever it is.
-	type waiter struct{ owner, arrival string }
+	// The queue is replayed exactly as Redis ran the scripts' commands on
+	// it (ZADD [NX], ZREM, ZPOPMIN, ZREMRANGEBYRANK, ZREMRANGEBYSCORE): a
+	// waiter is its owner id and its record "owner deadline keep grant",
+	// both scored by its arrival. Every grant must go to the waiter the
+	// same script took off the head, and a script that grants without
+	// taking anyone off must find the queue empty.
+	q := &replayedQueue{members: map[string]float64{}}
 	var (
-		model     []waiter // the queue, as the server's commands built it
-		popped    string   // the owner the current script took off the head
+		popped    []string // the owners the current script took off the head
 		grants    int
 		violation []string
 	)
-	queued := func(owner string) bool {
-		return slices.ContainsFunc(model, func(w waiter) bool { return w.owner == owner })
-	}
 	for _, cmd := range mon.commands() {
 		if cmd[0] != "lua" {
-			popped = "" // a new command from a client: a new script
+			popped = nil // a new command from a client: a new script
 			continue
 		}
 		op := strings.ToLower(cmd[1])
 		switch {
-		case op == "zadd" && cmd[2] == queue && len(cmd) == 8 && strings.EqualFold(cmd[3], "nx"):
-			if !queued(cmd[5]) {
-				model = append(model, waiter{cmd[5], cmd[4]})
+		case len(cmd) > 2 && cmd[2] == queue:
+			removed, err := q.apply(op, cmd[3:])
+			require.NoError(t, err, "replaying %q", cmd)
+			if op == "zremrangebyscore" && len(removed) > 0 {
+				violation = append(violation, fmt.Sprintf("waiters removed from the queue out of turn: %v", removed))
 			}
-		case (op == "zpopmin" || op == "zremrangebyrank") && cmd[2] == queue:
-			require.NotEmpty(t, model, "%s of an empty queue", op)
-			popped, model = model[0].owner, model[1:]
-		case op == "zremrangebyscore" && cmd[2] == queue:
-			violation = append(violation, "a live waiter was removed from the queue: arrival "+cmd[3])
+			for _, m := range removed {
+				if !strings.Contains(m, " ") && (op == "zpopmin" || op == "zremrangebyrank") {
+					popped = append(popped, m)
+				}
+			}
 		case op == "hset" && cmd[2] == lock && len(cmd) == 5 && cmd[4] == "1":
 			grants++
 			owner := cmd[3]
 			switch {
-			case popped != "" && popped != owner:
-				violation = append(violation, "granted to "+owner+", first in queue was "+popped)
-			case popped == "" && len(model) > 0:
-				violation = append(violation, "granted to "+owner+" ahead of "+strconv.Itoa(len(model))+" waiters")
+			case len(popped) > 0 && popped[len(popped)-1] != owner:
+				violation = append(violation, "granted to "+owner+", first in queue was "+popped[len(popped)-1])
+			case len(popped) == 0 && q.waiters() > 0:
+				violation = append(violation, "granted to "+owner+" ahead of "+strconv.Itoa(q.waiters())+" waiters")
 			}
-			popped = ""
+			popped = nil
 		}
 	}
+	assert.Zero(t, q.waiters(), "waiters left in the queue when every process was done")
 	assert.Equal(t, procs*workers*rounds, grants, "every acquisition seen")
 	assert.GreaterOrEqual(t, grants, 2000)
 	assert.Empty(t, violation, "FIFO violations")
 	t.Logf("%d grants, %d FIFO violations", grants, len(violation))
+}
+
+// replayedQueue is a lock's queue (a zset) as a MONITOR stream of the
+// scripts' commands built it.
+type replayedQueue struct{ members map[string]float64 }
+
+// apply runs one command of op with args on the queue and returns the
+// members it removed.
+func (q *replayedQueue) apply(op string, args []string) ([]string, error) {
+	switch op {
+	case "zadd":
+		nx := len(args) > 0 && strings.EqualFold(args[0], "nx")
+		if nx {
+			args = args[1:]
+		}
+		for i := 0; i+1 < len(args); i += 2 {
+			score, err := strconv.ParseFloat(args[i], 64)
+			if err != nil {
+				return nil, err
+			}
+			if _, ok := q.members[args[i+1]]; !ok || !nx {
+				q.members[args[i+1]] = score
+			}
+		}
+	case "zrem":
+		var removed []string
+		for _, m := range args {
+			if _, ok := q.members[m]; ok {
+				delete(q.members, m)
+				removed = append(removed, m)
+			}
+		}
+		return removed, nil
+	case "zpopmin", "zremrangebyrank":
+		n := 1
+		if op == "zpopmin" && len(args) > 0 {
+			n, _ = strconv.Atoi(args[0])
+		}
+		if op == "zremrangebyrank" {
+			from, _ := strconv.Atoi(args[0])
+			to, _ := strconv.Atoi(args[1])
+			if from != 0 {
+				return nil, fmt.Errorf("ZREMRANGEBYRANK from %d", from)
+			}
+			n = to + 1
+		}
+		sorted := q.sorted()
+		removed := sorted[:min(n, len(sorted))]
+		for _, m := range removed {
+			delete(q.members, m)
+		}
+		return removed, nil
+	case "zremrangebyscore":
+		lo, err1 := strconv.ParseFloat(args[0], 64)
+		hi, err2 := strconv.ParseFloat(args[1], 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("ZREMRANGEBYSCORE %v", args)
+		}
+		var removed []string
+		for m, s := range q.members {
+			if s >= lo && s <= hi {
+				delete(q.members, m)
+				removed = append(removed, m)
+			}
+		}
+		return removed, nil
+	}
+	return nil, nil
+}
+
+// sorted returns the members in the zset's order: by score, then bytes.
+func (q *replayedQueue) sorted() []string {
+	ms := make([]string, 0, len(q.members))
+	for m := range q.members {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b string) int {
+		if c := cmp.Compare(q.members[a], q.members[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return ms
+}
+
+// waiters returns how many waiters are queued: their owner ids.
+func (q *replayedQueue) waiters() int {
+	n := 0
+	for m := range q.members {
+		if !strings.Contains(m, " ") {
+			n++
+		}
+	}
+	return n
 }
 
 // TestKilledHeadWaiterIsSkipped kills the first waiter of a fair lock: the
@@ -230,8 +326,8 @@ func TestWriterIsNotStarved(t *testing.T) {
 		}
 		op := strings.ToLower(cmd[1])
 		switch {
-		case op == "zadd" && cmd[2] == waiters && !granted && len(cmd) >= 5:
-			writer = cmd[len(cmd)-1]
+		case op == "zadd" && cmd[2] == waiters && !granted && writer == "" && len(cmd) == 8 && strings.EqualFold(cmd[3], "nx"):
+			writer = cmd[5] // ZADD NX arrival owner arrival record
 		case op == "hset" && cmd[2] == lock && len(cmd) >= 5 && (cmd[3] == "mode" && cmd[4] == "write" || cmd[3] == writer):
 			granted = granted || writer != ""
 		case op == "hset" && cmd[2] == lock && writer != "" && !granted && len(cmd) == 5 && cmd[4] == "1":
