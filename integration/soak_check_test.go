@@ -420,6 +420,16 @@ func checkSoakLiveness(res *soakResult, calls []*soakCall, ev *soakEvents) {
 		}
 		for w := range workers {
 			for _, kind := range soakKinds {
+				limit := limit
+				if kind == "rw-write" {
+					// Phase-fair: each writer's release admits the readers
+					// waiting then, and a reader admitted that does not
+					// take its hold up (its process paused, or killed at
+					// the fault) holds the read phase until its waiting
+					// deadline, a waiter timeout on, before the next
+					// writer's turn.
+					limit += int64(soakWaiterTimeout)
+				}
 				ts := got[key{w, kind}]
 				i, _ := slices.BinarySearch(ts, cy.heal)
 				if i == len(ts) || ts[i] > limit {
@@ -437,7 +447,7 @@ func checkSoakLiveness(res *soakResult, calls []*soakCall, ev *soakEvents) {
 						next = time.Duration(ts[i]-cy.heal).Round(time.Millisecond).String() + " after"
 					}
 					res.violate(kind, "worker %d acquired no %s within %v of the heal at %s (after %s); next acquisition %s",
-						w, kind, soakLiveness, soakTime(cy.heal), cy.what, next)
+						w, kind, time.Duration(limit-cy.heal), soakTime(cy.heal), cy.what, next)
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,8 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relockgo/relock"
+	"github.com/relockgo/relock/fair"
 	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
 )
 
@@ -156,4 +159,91 @@ func TestClusterLossIsTold(t *testing.T) {
 		t.Fatal("the hold did not end within 5s of its force unlock")
 	}
 	require.ErrorIs(t, context.Cause(l.Context()), relock.ErrLockLost)
+}
+
+// After a slot migration of a lock with a waiter — its keys moved to
+// another master, the slot handed over — the waiter is woken by the next
+// release: the waiting Client's channels of that slot follow it to the new
+// master's connection (the old master ends their subscription; -MOVED
+// names the new one).
+func TestClusterSlotMigrationMovesWaiters(t *testing.T) {
+	nodes := redistest.NewCluster(t, 3)
+	holder := locktest.Client(t, nodes[0].Client(t))
+	waiter := locktest.Client(t, nodes[1].Client(t))
+	admin := nodes[2].Client(t)
+	ctx := context.Background()
+	name := t.Name()
+	keys := luascripts.NewKeys(relock.DefaultKeyPrefix, name)
+
+	held, err := fair.New(holder, name).Lock(ctx)
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		l, err := fair.New(waiter, name).Lock(wctx)
+		if err == nil {
+			err = l.Unlock()
+		}
+		got <- err
+	}()
+	locktest.Eventually(t, "the waiter queued and subscribed", func() bool {
+		_, _, ssubs := pubsubConns(t, admin, nodes)
+		return locktest.QueueLen(ctx, admin, keys.Queue) == 1 && ssubs == 2
+	})
+
+	// The slot's owner and another master, by their node ids.
+	slot, err := admin.Do(ctx, admin.B().ClusterKeyslot().Key(keys.Lock).Build()).AsInt64()
+	require.NoError(t, err)
+	node := func(s *redistest.Server) rueidis.Client { return admin.Nodes()[s.Addr()] }
+	arbitrary := func(c rueidis.Client, args ...string) rueidis.RedisResult {
+		return c.Do(ctx, c.B().Arbitrary(args[0]).Args(args[1:]...).Build())
+	}
+	var src, dst *redistest.Server
+	for _, n := range nodes {
+		count, err := arbitrary(node(n), "CLUSTER", "COUNTKEYSINSLOT", strconv.FormatInt(slot, 10)).AsInt64()
+		require.NoError(t, err)
+		if count > 0 {
+			src = n
+		} else if dst == nil {
+			dst = n
+		}
+	}
+	require.NotNil(t, src, "the node that holds the lock's keys")
+	id := func(s *redistest.Server) string {
+		v, err := arbitrary(node(s), "CLUSTER", "MYID").ToString()
+		require.NoError(t, err)
+		return v
+	}
+	srcID, dstID, s := id(src), id(dst), strconv.FormatInt(slot, 10)
+	require.NoError(t, arbitrary(node(dst), "CLUSTER", "SETSLOT", s, "IMPORTING", srcID).Error())
+	require.NoError(t, arbitrary(node(src), "CLUSTER", "SETSLOT", s, "MIGRATING", dstID).Error())
+	moved, err := arbitrary(node(src), "CLUSTER", "GETKEYSINSLOT", s, "100").AsStrSlice()
+	require.NoError(t, err)
+	host, port, err := net.SplitHostPort(dst.Addr())
+	require.NoError(t, err)
+	require.NoError(t, arbitrary(node(src), append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, moved...)...).Error())
+	for _, n := range []*redistest.Server{dst, src} {
+		require.NoError(t, arbitrary(node(n), "CLUSTER", "SETSLOT", s, "NODE", dstID).Error())
+	}
+	for _, n := range nodes {
+		if n != src && n != dst {
+			require.NoError(t, arbitrary(node(n), "CLUSTER", "SETSLOT", s, "NODE", dstID).Error())
+		}
+	}
+	locktest.Eventually(t, "the waiter's channels subscribed on the new master", func() bool {
+		list, err := node(dst).Do(ctx, admin.B().ClientList().TypePubsub().Build()).ToString()
+		return err == nil && strings.Contains(list, "ssub=2")
+	})
+
+	released := time.Now()
+	require.NoError(t, held.Unlock())
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		// A waiter not woken sleeps until its fallback timer (5 s).
+		assert.Less(t, time.Since(released), 2*time.Second, "the waiter was not woken by the release on the new master")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not acquire within 30 s of the release")
+	}
 }
