@@ -451,8 +451,7 @@ func TestArrival(t *testing.T) {
 	}()
 	queue := luascripts.NewKeys(relock.DefaultKeyPrefix, key).Queue
 	locktest.Eventually(t, "the waiter queued", func() bool {
-		n, err := rc.Do(ctx, rc.B().Llen().Key(queue).Build()).AsInt64()
-		return err == nil && n == 1
+		return locktest.QueueLen(ctx, rc, queue) == 1
 	})
 	queued := serverNs()
 	if err := unlocks[0](); err != nil {
