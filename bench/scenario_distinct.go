@@ -56,7 +56,7 @@ func (r *runner) distinctRows(ctx context.Context) []ThroughputRow {
 	var out []ThroughputRow
 	for _, p := range rows {
 		row := p.result(r.plan.distinctGoroutines)
-		r.logf("distinct %-28s %8.0f ops/s  p50 %-9v p99 %-9v %s", p.lib.ID, row.OpsPerSec, row.P50, row.P99, row.Err)
+		r.logf("distinct %-28s %8.0f ops/s  p50 %-9v p99 %-9v Redis %.1f cmds/op %s µs/op CPU %s %s", p.lib.ID, row.OpsPerSec, row.P50, row.P99, row.Server.PerOp, usecOp(row.Server), fmtPct(row.Server.CPU/row.Seconds), row.Err)
 		out = append(out, row)
 	}
 	return out

@@ -91,7 +91,7 @@ func (r *runner) sequentialRows(ctx context.Context) ([]FloorRow, []LatencyRow) 
 	var lr []LatencyRow
 	for i, s := range locks {
 		row := latencyRow(libs[i], s)
-		r.logf("alone    %-28s p50 %-9v p99 %-9v %5.0f allocs/op %6.0f B/op %5.1f runs/op %s", libs[i].ID, row.P50, row.P99, row.Allocs, row.Bytes, row.Runs, row.Err)
+		r.logf("alone    %-28s p50 %-9v p99 %-9v %5.0f allocs/op %6.0f B/op %5.1f runs/op  Redis %.1f cmds/op %s µs/op %s", libs[i].ID, row.P50, row.P99, row.Allocs, row.Bytes, row.Runs, row.Server.PerOp, usecOp(row.Server), row.Err)
 		lr = append(lr, row)
 	}
 	return fr, lr
