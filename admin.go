@@ -50,7 +50,7 @@ func (m master) forceUnlock(ctx context.Context) (bool, error) {
 // forceUnlock deletes the lock on b's master and records its string owner
 // as gone for goneMs ("0": not at all).
 func (b *binding) forceUnlock(ctx context.Context, goneMs string) (bool, error) {
-	n, err := luascripts.ForceUnlockCall(b.keys, b.c.publish, goneMs).Exec(ctx, b.c.rc).AsInt64()
+	n, err := b.c.scripts.Exec(ctx, luascripts.ForceUnlockCall(b.keys, b.c.publish, goneMs)).AsInt64()
 	if err != nil {
 		return false, b.wrap("force unlock", err)
 	}
@@ -69,7 +69,7 @@ func (b *binding) Query(ctx context.Context, s luascripts.Script, args ...string
 // query runs s on the lock's master.
 func (m master) query(ctx context.Context, s luascripts.Script, args []string) (int64, error) {
 	b := m.b
-	return luascripts.QueryCall(s, b.keys, b.c.publish, args).Exec(ctx, b.c.rc).AsInt64()
+	return b.c.scripts.Exec(ctx, luascripts.QueryCall(s, b.keys, b.c.publish, args)).AsInt64()
 }
 
 // HoldCount returns the hold count that Redis records for the owner ctx

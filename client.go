@@ -14,6 +14,7 @@ import (
 	"github.com/relockgo/relock/internal/kind"
 	"github.com/relockgo/relock/internal/ownerid"
 	"github.com/relockgo/relock/internal/wake"
+	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/watchdog"
 )
 
@@ -31,6 +32,7 @@ const (
 // and its Close, fail with ErrInvalid.
 type Client struct {
 	rc      rueidis.Client
+	scripts *luascripts.Runner // runs the scripts on rc
 	prefix  string
 	timeout time.Duration // lease of watchdog-managed locks
 	log     *slog.Logger
@@ -66,6 +68,20 @@ type Client struct {
 // caller keeps ownership of rc: Close does not close it, and rc must stay
 // open until Close returns. New fails with ErrInvalid when rc is nil or an
 // option is invalid; it does not contact Redis.
+//
+// What relock expects of rc: Redis 7.0 or later behind it, standalone,
+// Sentinel or Cluster, as rc's options say. relock runs its scripts as
+// functions of one library, which it loads (FUNCTION LOAD) the first time
+// Redis lacks it; a user that may not run FUNCTION LOAD or FCALL (an ACL),
+// or a server without functions (miniredis), makes relock run them by
+// EVALSHA instead, at a few more microseconds of Redis time each. rueidis's
+// defaults suit a process with many concurrent lock calls: auto-pipelining
+// writes them all on one connection. A process whose lock calls come one at
+// a time gets a lower latency per call from a client of its own with
+// DisableAutoPipelining: true, where each call is written and read on its
+// caller's goroutine (bench/results/report.md, scenario 2, measures both;
+// on distinct keys from many goroutines such a client has the lower
+// throughput).
 func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	if rc == nil {
 		return nil, fmt.Errorf("%w: nil rueidis.Client", ErrInvalid)
@@ -80,6 +96,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	sharded := rc.Mode() == rueidis.ClientModeCluster
 	c := &Client{
 		rc:      rc,
+		scripts: luascripts.NewRunner(rc),
 		prefix:  cfg.prefix,
 		timeout: cfg.timeout,
 		log:     cfg.log,

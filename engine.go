@@ -567,9 +567,9 @@ func (b *binding) acquireIn(ctx context.Context, owner string, call luascripts.C
 func (b *binding) acquireExec(ctx context.Context, owner string, call luascripts.Call) ([]int64, error) {
 	c := b.c
 	if c.ack.replicas == 0 {
-		return call.Exec(ctx, c.rc).AsIntSlice()
+		return c.scripts.Exec(ctx, call).AsIntSlice()
 	}
-	res, acked, waitErr := luascripts.ExecWait(ctx, c.rc, call, c.ack.replicas, c.ack.timeout)
+	res, acked, waitErr := c.scripts.ExecWait(ctx, call, c.ack.replicas, c.ack.timeout)
 	v, err := res.AsIntSlice()
 	if granted, _, _ := luascripts.AcquireReply(v); err != nil || !granted || (waitErr == nil && acked >= int64(c.ack.replicas)) {
 		return v, err
@@ -763,7 +763,7 @@ func (b *binding) reenter(ctx context.Context, h *hold) (*Lease, error) {
 		err error
 	}
 	r, err := within(ctx, b.c, func(bg context.Context) result {
-		n, err := call.Exec(bg, b.c.rc).AsInt64()
+		n, err := b.c.scripts.Exec(bg, call).AsInt64()
 		return result{n, err}
 	})
 	if errors.Is(err, errGaveUp) {

@@ -242,8 +242,8 @@ func TestLockersExposeNoEngine(t *testing.T) {
 }
 
 // acquireSpy is a rueidis client that counts the acquire attempts sent
-// through it: EVALSHA or EVAL of an acquire script, the only scripts with
-// six keys.
+// through it: FCALL, EVALSHA or EVAL of an acquire script, the only
+// scripts with six keys.
 type acquireSpy struct {
 	rueidis.Client
 	attempts atomic.Int64 // acquire and release calls: six keys
@@ -251,7 +251,7 @@ type acquireSpy struct {
 }
 
 func (s *acquireSpy) count(cmd rueidis.Completed) {
-	if args := cmd.Commands(); len(args) > 2 && (args[0] == "EVALSHA" || args[0] == "EVAL") {
+	if args := cmd.Commands(); len(args) > 2 && (args[0] == "FCALL" || args[0] == "EVALSHA" || args[0] == "EVAL") {
 		switch args[2] {
 		case "6":
 			s.attempts.Add(1)

@@ -334,7 +334,7 @@ func (q *quorum) raise(ctx context.Context, nodes []*binding, token int64) (int,
 	var mu sync.Mutex
 	var errs []error
 	n := fan(context.WithoutCancel(ctx), nodes, d, func(bg context.Context, n *binding) bool {
-		err := luascripts.FenceRaiseCall(n.keys, token).Exec(bg, n.c.rc).Error()
+		err := n.c.scripts.Exec(bg, luascripts.FenceRaiseCall(n.keys, token)).Error()
 		if err != nil {
 			mu.Lock()
 			errs = append(errs, err)
@@ -387,7 +387,7 @@ func (q *quorum) renew(ctx context.Context, owner string, token int64, ms string
 		go func() {
 			a, err := within(rctx, n.c, func(bg context.Context) answer {
 				call := luascripts.RedlockRenewCall(n.keys, owner, ms, token)
-				v, err := call.Exec(bg, n.c.rc).AsInt64()
+				v, err := n.c.scripts.Exec(bg, call).AsInt64()
 				return answer{v == luascripts.Held, err}
 			})
 			if err != nil {

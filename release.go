@@ -95,7 +95,7 @@ func (b *binding) releaseIn(ctx context.Context, owner string, count int, gone b
 	call := b.releaseCall(owner, count, gone)
 	unanswered := false // an earlier attempt may have been applied
 	for bo := newBackoff(); ; {
-		n, err := call.Exec(ctx, b.c.rc).AsInt64()
+		n, err := b.c.scripts.Exec(ctx, call).AsInt64()
 		switch {
 		case err == nil:
 			return n == luascripts.Held || unanswered, nil
@@ -140,7 +140,7 @@ func (m master) extend(ctx context.Context, owner string, _ int64, ms string) (h
 		err error
 	}
 	r, err := within(ctx, b.c, func(bg context.Context) result {
-		n, err := call.Exec(bg, b.c.rc).AsInt64()
+		n, err := b.c.scripts.Exec(bg, call).AsInt64()
 		return result{n, err}
 	})
 	if err != nil {
@@ -196,7 +196,7 @@ func (m master) cleanup(owner string, count int, gone bool) {
 	b, c := m.b, m.b.c
 	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
 	defer cancel()
-	if err := b.releaseCall(owner, count, gone).Exec(ctx, c.rc).Error(); err != nil && !errors.Is(err, rueidis.ErrClosing) {
+	if err := c.scripts.Exec(ctx, b.releaseCall(owner, count, gone)).Error(); err != nil && !errors.Is(err, rueidis.ErrClosing) {
 		c.log.Warn("relock: best-effort release failed; it expires on its own", "lock", b.short(), "err", err)
 	}
 }
@@ -212,16 +212,16 @@ func (c *Client) releaseAll(holds []*hold) {
 		return
 	}
 	type batch struct {
-		rc    rueidis.Client
-		calls []luascripts.Call
-		locks []*binding // the lock each call releases, for the log
+		scripts *luascripts.Runner
+		calls   []luascripts.Call
+		locks   []*binding // the lock each call releases, for the log
 	}
 	var batches []*batch
 	byRC := map[rueidis.Client]*batch{}
 	add := func(b *binding, call luascripts.Call) {
 		bt := byRC[b.c.rc]
 		if bt == nil {
-			bt = &batch{rc: b.c.rc}
+			bt = &batch{scripts: b.c.scripts}
 			byRC[b.c.rc] = bt
 			batches = append(batches, bt)
 		}
@@ -239,7 +239,7 @@ func (c *Client) releaseAll(holds []*hold) {
 	var wg sync.WaitGroup
 	for _, bt := range batches {
 		wg.Go(func() {
-			for i, r := range luascripts.ExecMulti(ctx, bt.rc, bt.calls...) {
+			for i, r := range bt.scripts.ExecMulti(ctx, bt.calls...) {
 				if err := r.Error(); err != nil {
 					c.log.Warn("relock: release at Close failed; the lock expires after its lease", "lock", bt.locks[i].short(), "err", err)
 				}

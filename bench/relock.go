@@ -212,7 +212,8 @@ func (l rwMixLocker) LockMode(ctx context.Context, key string) (func() error, bo
 }
 
 // relockScripts is a diagnostic row: relock's mutex acquire and release
-// scripts called directly through rueidis, one EVALSHA each, without the
+// scripts called directly through rueidis, as relock calls them (one FCALL
+// each, luascripts.Runner), without the
 // engine (no lease, no watchdog, no context). It is the part of relock's
 // cost that its design fixes, the rest being the engine's.
 func relockScripts() *library {
@@ -225,7 +226,7 @@ func relockScripts() *library {
 			if err != nil {
 				return nil, nil, err
 			}
-			return scriptLocker{rc: sent.wrap(rc), owner: "bench-owner"}, rc.Close, nil
+			return scriptLocker{scripts: luascripts.NewRunner(sent.wrap(rc)), owner: "bench-owner"}, rc.Close, nil
 		},
 	}
 }
@@ -233,19 +234,19 @@ func relockScripts() *library {
 // scriptLocker runs relock's mutex scripts with the engine's calls, built
 // by the script ABI (luascripts/abi.go).
 type scriptLocker struct {
-	rc    rueidis.Client
-	owner string
+	scripts *luascripts.Runner
+	owner   string
 }
 
 func (l scriptLocker) Lock(ctx context.Context, key string) (func() error, error) {
 	k := luascripts.NewKeys(relock.DefaultKeyPrefix, key)
-	v, err := luascripts.AcquireCall(luascripts.MutexAcquire, k, luascripts.Acquire{
+	v, err := l.scripts.Exec(ctx, luascripts.AcquireCall(luascripts.MutexAcquire, k, luascripts.Acquire{
 		Owner:    l.owner,
 		LeaseMs:  strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds(), 10),
 		Wait:     true,
 		WaiterMs: strconv.FormatInt(relock.DefaultWaiterTimeout.Milliseconds(), 10),
 		Publish:  "publish",
-	}).Exec(ctx, l.rc).AsIntSlice()
+	})).AsIntSlice()
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +254,6 @@ func (l scriptLocker) Lock(ctx context.Context, key string) (func() error, error
 		return nil, relock.ErrNotAcquired
 	}
 	return func() error {
-		return luascripts.ReleaseCall(luascripts.MutexRelease, k, l.owner, "publish", 1, "0").Exec(context.Background(), l.rc).Error()
+		return l.scripts.Exec(context.Background(), luascripts.ReleaseCall(luascripts.MutexRelease, k, l.owner, "publish", 1, "0")).Error()
 	}, nil
 }

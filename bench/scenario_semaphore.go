@@ -119,10 +119,11 @@ func (c arrivalClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Re
 }
 
 // firstArg returns the first ARGV of cmd and reports whether cmd runs a
-// script (EVALSHA, EVAL: name, script, numkeys, keys…, args…).
+// script (FCALL, EVALSHA, EVAL: name, function or script, numkeys, keys…,
+// args…).
 func firstArg(cmd *rueidis.Completed) (string, bool) {
 	args := cmd.Commands()
-	if len(args) < 3 || (args[0] != "EVALSHA" && args[0] != "EVAL") {
+	if len(args) < 3 || (args[0] != "FCALL" && args[0] != "EVALSHA" && args[0] != "EVAL") {
 		return "", false
 	}
 	n, err := strconv.Atoi(args[2])

@@ -6,10 +6,13 @@
 // so a script runs in one cluster slot. Lock names reach a script only as
 // KEYS or ARGV, never spliced into its source.
 //
-// Scripts run with EVALSHA and fall back to EVAL when the server does not
-// have them (after a restart or failover). They are not retried on network
-// errors: whether a script that got no reply ran is unknown, and the callers
-// handle that (see the release scripts' hold depths).
+// The engine runs scripts through a Runner (functions.go): as functions of
+// one Redis function library (FCALL), loaded where Redis lacks it, or by
+// EVALSHA, falling back to EVAL when the server does not have the script
+// (after a restart or failover), where Redis has no functions for the
+// client. Scripts are not retried on network errors: whether a script
+// that got no reply ran is unknown, and the callers handle that (see the
+// release scripts' hold depths).
 package luascripts
 
 import (
@@ -74,37 +77,64 @@ const (
 )
 
 // scripts holds each Script's loaded form, indexed by Script; written only
-// at package init.
+// at package init. A script is its files, in order: the fragments it uses
+// (fragments, below) and its own body. A fragment may come after a body's
+// first file: what runs before it (a fast path that returns) does not pay
+// for its definitions when the script runs with EVAL.
 var scripts = [numScripts]*loaded{
-	MutexAcquire:     load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "mutex_acquire.lua"),
-	MutexRelease:     load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "mutex_release.lua"),
-	ReentrantAcquire: load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_acquire.lua"),
-	ReentrantReenter: load("time.lua", "owner.lua", "reentrant_reenter.lua"),
-	ReentrantRelease: load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
-	FairAcquire:      load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_acquire.lua"),
-	FairRelease:      load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_release.lua"),
-	WaiterHeartbeat:  load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "waiter_heartbeat.lua"),
-	RWReadAcquire:    load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "rw_read_acquire.lua"),
-	RWWriteAcquire:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_write_acquire.lua"),
-	RWReenter:        load("time.lua", "rw.lua", "owner.lua", "rw_reenter.lua"),
-	RWRenew:          load("time.lua", "rw.lua", "owner.lua", "rw_renew.lua"),
-	RWRelease:        load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),
-	FenceRaise:       load("time.lua", "fence.lua", "fence_raise.lua"),
-	RedlockRenew:     load("time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
-	Renew:            load("time.lua", "owner.lua", "renew.lua"),
-	ForceUnlock:      load("time.lua", "gone.lua", "wake.lua", "force_unlock.lua"),
+	MutexAcquire:     load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "mutex_acquire.lua"),
+	MutexRelease:     load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "mutex_release.lua"),
+	ReentrantAcquire: load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_acquire.lua"),
+	ReentrantReenter: load(writes, "time.lua", "owner.lua", "reentrant_reenter.lua"),
+	ReentrantRelease: load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
+	FairAcquire:      load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_acquire.lua"),
+	FairRelease:      load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_release.lua"),
+	WaiterHeartbeat:  load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "waiter_heartbeat.lua"),
+	RWReadAcquire:    load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "rw_read_acquire.lua"),
+	RWWriteAcquire:   load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_write_acquire.lua"),
+	RWReenter:        load(writes, "time.lua", "rw.lua", "owner.lua", "rw_reenter.lua"),
+	RWRenew:          load(keeps, "time.lua", "rw.lua", "owner.lua", "rw_renew.lua"),
+	RWRelease:        load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),
+	FenceRaise:       load(writes, "time.lua", "fence.lua", "fence_raise.lua"),
+	RedlockRenew:     load(keeps, "time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
+	Renew:            load(keeps, "time.lua", "owner.lua", "renew.lua"),
+	ForceUnlock:      load(keeps, "time.lua", "gone.lua", "wake.lua", "force_unlock.lua"),
 
-	SemaphoreAcquire:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_acquire.lua"),
-	SemaphoreRelease:   load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_release.lua"),
-	SemaphoreRenew:     load("time.lua", "semaphore_renew.lua"),
-	SemaphoreAvailable: load("time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_available.lua"),
+	SemaphoreAcquire:   load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_acquire.lua"),
+	SemaphoreRelease:   load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_release.lua"),
+	SemaphoreRenew:     load(keeps, "time.lua", "semaphore_renew.lua"),
+	SemaphoreAvailable: load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_available.lua"),
 }
 
-// loaded is a script's text, its SHA1 and rueidis's EVALSHA/EVAL runner.
+// fragments are the files that define functions for the scripts' bodies,
+// each after those it uses. A script's fragments come in this order.
+var fragments = []string{"time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "rw.lua", "semaphore.lua"}
+
+// What a script does to the locks, for its function's flags (functions.go).
+type effect uint8
+
+const (
+	// writes: the script takes something new (a grant, a place in a
+	// queue, a re-entry, a raised fence). Redis refuses it as a whole when
+	// it is out of memory (maxmemory reached).
+	writes effect = iota
+	// keeps: the script ends, keeps or reads what is held or queued
+	// (release, renewal, heartbeat, force unlock, a query). It runs when
+	// Redis is out of memory: refusing it would keep locks held, or lose
+	// leases that are renewed in time.
+	keeps
+)
+
+// loaded is a script's text, its SHA1, rueidis's EVALSHA/EVAL runner, and
+// what its function (functions.go) is made of.
 type loaded struct {
-	lua  *rueidis.Lua
-	text string
-	sha1 string
+	lua    *rueidis.Lua
+	text   string
+	sha1   string
+	name   string   // the script's name: its last file's, without ".lua"
+	files  []string // its files, in order
+	effect effect
+	fn     string // its function's name in the library
 }
 
 // Exec runs s once with EVALSHA, falling back to EVAL when the server does
@@ -121,17 +151,25 @@ func (s Script) must() *loaded {
 }
 
 // load returns the script made of files, in order.
-func load(names ...string) *loaded {
+func load(e effect, names ...string) *loaded {
 	var text strings.Builder
 	for _, name := range names {
-		b, err := files.ReadFile(name)
-		if err != nil {
-			panic("luascripts: " + err.Error()) // embedded at build time: cannot happen at run time
-		}
-		text.Write(b)
+		text.WriteString(file(name))
 	}
 	sum := sha1.Sum([]byte(text.String()))
-	return &loaded{lua: rueidis.NewLuaScript(text.String()), text: text.String(), sha1: hex.EncodeToString(sum[:])}
+	return &loaded{
+		lua: rueidis.NewLuaScript(text.String()), text: text.String(), sha1: hex.EncodeToString(sum[:]),
+		name: strings.TrimSuffix(names[len(names)-1], ".lua"), files: names, effect: e,
+	}
+}
+
+// file returns the text of the embedded file name.
+func file(name string) string {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		panic("luascripts: " + err.Error()) // embedded at build time: cannot happen at run time
+	}
+	return string(b)
 }
 
 // Call is one execution of a script in ExecMulti.
@@ -192,21 +230,36 @@ func ExecMulti(ctx context.Context, rc rueidis.Client, calls ...Call) []rueidis.
 // c's keys, which costs rueidis a clean-up round trip when it takes the
 // connection back.
 func ExecWait(ctx context.Context, rc rueidis.Client, c Call, replicas int, timeout time.Duration) (res rueidis.RedisResult, acked int64, waitErr error) {
-	if rc.Mode() != rueidis.ClientModeCluster {
-		return execWait(ctx, rc, c, replicas, timeout)
-	}
-	rc.Dedicated(func(d rueidis.DedicatedClient) error {
-		res, acked, waitErr = execWait(ctx, d, c, replicas, timeout)
-		return nil
+	onOneConnection(rc, func(cc rueidis.CommandClient) {
+		res, acked, waitErr = execWait(ctx, cc, c, replicas, timeout, false)
 	})
 	return res, acked, waitErr
 }
 
-// execWait is ExecWait on cc, which sends a DoMulti on one connection.
-func execWait(ctx context.Context, cc rueidis.CommandClient, c Call, replicas int, timeout time.Duration) (rueidis.RedisResult, int64, error) {
+// onOneConnection runs f with a client whose DoMulti sends its commands on
+// one connection: rc itself, or in cluster mode a dedicated connection.
+func onOneConnection(rc rueidis.Client, f func(rueidis.CommandClient)) {
+	if rc.Mode() != rueidis.ClientModeCluster {
+		f(rc)
+		return
+	}
+	rc.Dedicated(func(d rueidis.DedicatedClient) error {
+		f(d)
+		return nil
+	})
+}
+
+// execWait is ExecWait on cc, which sends a DoMulti on one connection: by
+// FCALL when fn, else by EVALSHA (EVAL when the server lacks the script).
+func execWait(ctx context.Context, cc rueidis.CommandClient, c Call, replicas int, timeout time.Duration, fn bool) (rueidis.RedisResult, int64, error) {
 	src := c.Script.must()
 	ms := max(timeout.Milliseconds(), 1)
 	wait := func() rueidis.Completed { return cc.B().Wait().Numreplicas(int64(replicas)).Timeout(ms).Build() }
+	if fn {
+		rs := cc.DoMulti(ctx, fcall(cc, c), wait())
+		acked, err := rs[1].AsInt64()
+		return rs[0], acked, err
+	}
 	evalsha := cc.B().Evalsha().Sha1(src.sha1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 	rs := cc.DoMulti(ctx, evalsha, wait())
 	if e, ok := rueidis.IsRedisErr(rs[0].Error()); ok && e.IsNoScript() {

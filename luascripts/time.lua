@@ -6,6 +6,16 @@
 -- microseconds, and the fragments it is made of ask for the time several
 -- times.
 local server_time
+local time_ms
+
+-- Forgets the clock read by the call before: a function of the library
+-- (functions.go) calls it first, since its fragments are defined once for
+-- every call; a script run by EVAL starts afresh anyway.
+local function new_call()
+  server_time = nil
+  time_ms = nil
+end
+
 local function server_clock()
   if not server_time then
     server_time = redis.call('time')
@@ -13,7 +23,6 @@ local function server_clock()
   return server_time
 end
 
-local time_ms
 local function server_ms()
   if not time_ms then
     local t = server_clock()

@@ -18,13 +18,13 @@ import (
 	"github.com/relockgo/relock/redlock"
 )
 
-// scripts returns how many scripts rc's server has run (EVALSHA and EVAL).
+// scripts returns how many scripts rc's server has run (FCALL, EVALSHA and EVAL).
 func scripts(t *testing.T, rc rueidis.Client) int64 {
 	t.Helper()
 	info, err := rc.Do(context.Background(), rc.B().Info().Section("commandstats").Build()).ToString()
 	require.NoError(t, err)
 	var n int64
-	for _, m := range regexp.MustCompile(`cmdstat_(?:evalsha|eval):calls=(\d+)`).FindAllStringSubmatch(info, -1) {
+	for _, m := range regexp.MustCompile(`cmdstat_(?:fcall|evalsha|eval):calls=(\d+)`).FindAllStringSubmatch(info, -1) {
 		c, _ := strconv.ParseInt(m[1], 10, 64)
 		n += c
 	}

@@ -171,7 +171,7 @@ type Batch struct {
 // the first — the common case — does not even move the timer, and no call
 // wakes the loop.
 type Watchdog struct {
-	rc     rueidis.Client
+	runner *luascripts.Runner // runs the renewals on the Client's rueidis client
 	log    *slog.Logger
 	report func(Batch) // nil, or called after each renewal round trip
 
@@ -191,7 +191,7 @@ type Watchdog struct {
 func New(rc rueidis.Client, log *slog.Logger, report func(Batch)) *Watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watchdog{
-		rc:     rc,
+		runner: luascripts.NewRunner(rc),
 		log:    log,
 		report: report,
 		timer:  time.NewTimer(time.Hour),
@@ -449,7 +449,7 @@ func (w *Watchdog) send(ctx context.Context, batch []*Entry) (held []bool, errs 
 	}
 	for start := 0; start < len(calls); start += renewChunk {
 		chunk := calls[start:min(start+renewChunk, len(calls))]
-		for i, r := range luascripts.ExecMulti(ctx, w.rc, chunk...) {
+		for i, r := range w.runner.ExecMulti(ctx, chunk...) {
 			n, err := r.AsInt64()
 			held[start+i], errs[start+i] = n == 1, err
 		}

@@ -1,0 +1,4 @@
+package luascripts
+
+// NumScripts is how many scripts there are.
+const NumScripts = int(numScripts) - 1
