@@ -1,0 +1,134 @@
+package luascripts_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock/internal/redistest"
+	"github.com/relockgo/relock/luascripts"
+)
+
+// BenchmarkRedisTime measures the Redis time of one uncontended mutex
+// acquire and release, as INFO commandstats counts it (the usec of the
+// FCALL, EVALSHA or EVAL, which includes the commands the script runs),
+// and what bounds it from below, each as "redis-µs/pair", so that they
+// can be compared in one run:
+//
+//	RELOCK_REDIS_BACKEND=process go test -run '^$' -bench RedisTime -benchtime 20000x ./luascripts
+//
+//   - functions, evalsha: relock's mutex scripts run as functions of the
+//     library (the Runner's way) and by EVALSHA (without functions);
+//   - empty functions: two functions that only return, called with the
+//     mutex scripts' KEYS and ARGV: the cost of two calls with the
+//     contract's arguments before any work;
+//   - commands alone: a function pair that runs exactly the commands an
+//     uncontended acquire and release need (EXISTS of the queue and gone
+//     keys, SET NX GET, TIME and the fence's SET GET; GET, the queue,
+//     DEL, PUBLISH) and nothing else;
+//   - bsm-redislock: github.com/bsm/redislock's obtain and release
+//     scripts (SET NX PX; GET, DEL) by EVALSHA, the leanest peer.
+func BenchmarkRedisTime(b *testing.B) {
+	rc := redistest.New(b).Client(b)
+	ctx := context.Background()
+	k := luascripts.NewKeys("relock", "bench")
+	owner := "bench-0123456789abcdef0123456789abcdef:1"
+	acquire := luascripts.AcquireCall(luascripts.MutexAcquire, k, luascripts.Acquire{Owner: owner, LeaseMs: "30000", Wait: true, WaiterMs: "30000", Publish: "publish"})
+	release := luascripts.ReleaseCall(luascripts.MutexRelease, k, owner, "publish", 1, "0")
+
+	const floor = `#!lua name=relock_floor
+redis.register_function('floor_empty_acquire', function(KEYS, ARGV) return {1, 1} end)
+redis.register_function('floor_empty_release', function(KEYS, ARGV) return 1 end)
+redis.register_function('floor_acquire', function(KEYS, ARGV)
+  if redis.call('exists', KEYS[3], KEYS[5]) ~= 0 then return {0, 0} end
+  if redis.pcall('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') then return {0, 0} end
+  local t = redis.call('time')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('set', KEYS[2], now, 'PX', 86400000, 'GET')
+  return {1, tonumber(now)}
+end)
+redis.register_function{function_name='floor_release', flags={'allow-oom'}, callback=function(KEYS, ARGV)
+  if redis.pcall('get', KEYS[1]) ~= ARGV[1] then return 0 end
+  if redis.call('exists', KEYS[2]) ~= 0 then return 0 end
+  redis.call('del', KEYS[1])
+  redis.call(ARGV[3], ARGV[2], 'one')
+  return 1
+end}
+`
+	if err := rc.Do(ctx, rc.B().FunctionLoad().Replace().FunctionCode(floor).Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
+	fcallAs := func(fn string, c luascripts.Call) func() error {
+		return func() error {
+			return rc.Do(ctx, rc.B().Fcall().Function(fn).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()).Error()
+		}
+	}
+	runner := luascripts.NewRunner(rc)
+	bsmObtain := rueidis.NewLuaScript(`
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[3]) then return redis.status_reply("OK") end
+local offset = tonumber(ARGV[2])
+if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset) then return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[3]) end
+`)
+	bsmRelease := rueidis.NewLuaScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+	bsmKey, bsmToken := []string{"bench"}, "Zk3n5Xq0Vv1m2pQ4rT6wYg"
+
+	for _, pair := range []struct {
+		name             string
+		acquire, release func() error
+	}{
+		{"functions", func() error { return runner.Exec(ctx, acquire).Error() }, func() error { return runner.Exec(ctx, release).Error() }},
+		{"evalsha", func() error { return acquire.Exec(ctx, rc).Error() }, func() error { return release.Exec(ctx, rc).Error() }},
+		{"empty-functions", fcallAs("floor_empty_acquire", acquire), fcallAs("floor_empty_release", release)},
+		{"commands-alone", fcallAs("floor_acquire", acquire), fcallAs("floor_release", release)},
+		{"bsm-redislock", func() error { return bsmObtain.Exec(ctx, rc, bsmKey, []string{bsmToken, "0", "8000"}).Error() },
+			func() error { return bsmRelease.Exec(ctx, rc, bsmKey, []string{bsmToken}).Error() }},
+	} {
+		b.Run(pair.name, func(b *testing.B) {
+			// Once untimed: loads the scripts or the library.
+			if err := pair.acquire(); err != nil {
+				b.Fatal(err)
+			}
+			if err := pair.release(); err != nil {
+				b.Fatal(err)
+			}
+			if err := rc.Do(ctx, rc.B().ConfigResetstat().Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := pair.acquire(); err != nil {
+					b.Fatal(err)
+				}
+				if err := pair.release(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(scriptUsec(b, rc))/float64(b.N), "redis-µs/pair")
+		})
+	}
+}
+
+// scriptUsec returns the usec INFO commandstats counts for the scripts and
+// functions rc's server ran since its last CONFIG RESETSTAT.
+func scriptUsec(b *testing.B, rc rueidis.Client) int64 {
+	info, err := rc.Do(context.Background(), rc.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var usec int64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || (name != "fcall" && name != "evalsha" && name != "eval") {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				usec += n
+			}
+		}
+	}
+	return usec
+}
