@@ -138,11 +138,11 @@ func (b *binding) check() error {
 // acquireCall is an acquire attempt of owner: of a Lock when wait is set,
 // queued if not granted when queue is set too (else only behind waiters
 // queued already), and taken within the hold of owner within (a downgrade)
-// if set.
-func (b *binding) acquireCall(owner string, wait, queue bool, within string) luascripts.Call {
+// if set; first says no attempt of owner was sent before it.
+func (b *binding) acquireCall(owner string, wait, queue, first bool, within string) luascripts.Call {
 	return luascripts.AcquireCall(b.spec.Acquire, b.keys, luascripts.Acquire{
 		Owner: owner, LeaseMs: b.ms, Wait: wait, Queue: queue, WaiterMs: b.waiterMs, Publish: b.c.publish, Within: within,
-		Extra: b.spec.AcquireArgs,
+		First: first, Extra: b.spec.AcquireArgs,
 	})
 }
 
@@ -471,6 +471,7 @@ type waiter struct {
 	b         *binding
 	owner     string
 	within    string          // see kind.Spec.Within
+	tried     bool            // an attempt of owner was sent: it may have queued owner, and a release may have handed owner the lock since
 	wait      bool            // a Lock: attempts may queue the owner; not a TryLock
 	since     time.Time       // when the first attempt found the lock held
 	sub       *wake.Sub       // the lock's wake-up subscription, once joined
@@ -518,7 +519,8 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 		c.wd.Remove(w.entry)
 		w.entry = nil
 	}
-	owner, call := w.owner, b.acquireCall(w.owner, w.wait, w.starving(), w.within)
+	owner, call := w.owner, b.acquireCall(w.owner, w.wait, w.starving(), !w.tried, w.within)
+	w.tried = true
 	var v []int64
 	if ctx.Done() == nil {
 		v, err = b.acquireExec(ctx, owner, call)
@@ -675,6 +677,7 @@ func (w *waiter) restart(gone bool) {
 	w.b.c.abandon(w.b, w.owner, 0, gone)
 	w.forget()
 	w.owner = w.b.c.newOwner()
+	w.tried = false
 	w.queuedAt = time.Time{}
 	w.clock = serverClock{}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,19 +244,20 @@ func TestLockersExposeNoEngine(t *testing.T) {
 
 // acquireSpy is a rueidis client that counts the acquire attempts sent
 // through it: FCALL, EVALSHA or EVAL of an acquire script, the only
-// scripts with six keys.
+// scripts with five keys whose second is the fence (a release's is the
+// queue).
 type acquireSpy struct {
 	rueidis.Client
-	attempts atomic.Int64 // acquire and release calls: six keys
-	renewals atomic.Int64 // renewals: two keys
+	attempts atomic.Int64 // acquire calls
+	renewals atomic.Int64 // renewals (and re-entries, heartbeats): two keys
 }
 
 func (s *acquireSpy) count(cmd rueidis.Completed) {
-	if args := cmd.Commands(); len(args) > 2 && (args[0] == "FCALL" || args[0] == "EVALSHA" || args[0] == "EVAL") {
-		switch args[2] {
-		case "6":
+	if args := cmd.Commands(); len(args) > 4 && (args[0] == "FCALL" || args[0] == "EVALSHA" || args[0] == "EVAL") {
+		switch {
+		case args[2] == "5" && strings.HasSuffix(args[4], ":fence"):
 			s.attempts.Add(1)
-		case "2":
+		case args[2] == "2":
 			s.renewals.Add(1)
 		}
 	}
@@ -347,6 +349,7 @@ func TestHandOverNeedsNoAttempt(t *testing.T) {
 			queued(t, rc, keys, 1)
 			time.Sleep(100 * time.Millisecond) // its subscription confirmed (a waiter queues after subscribing)
 			before := spy.attempts.Load()
+			require.Positive(t, before, "the spy counts the waiter's attempts")
 			require.NoError(t, first.Unlock())
 			l := <-got
 			require.NotNil(t, l)
@@ -390,6 +393,7 @@ func TestWaiterBehindAHandOverDoesNotTry(t *testing.T) {
 	queued(t, rc, keys, 2)
 	time.Sleep(100 * time.Millisecond) // the second's attempt answered, its subscription confirmed
 	before := spy.attempts.Load()
+	require.Positive(t, before, "the spy counts the second waiter's attempts")
 
 	require.NoError(t, h.Unlock())
 	a := <-firstGot
@@ -462,4 +466,69 @@ func TestHandOverNearItsDeadlineIsTakenUp(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	assert.NoError(t, context.Cause(l.Context()), "the lease lapsed right after Lock returned it")
 	require.NoError(t, l.Unlock())
+}
+
+// A waiter that takes a hand-over up by an attempt (here: a fixed lease,
+// which must last its whole length from the grant) does so with waiters
+// queued behind it. Only an owner's first attempt is spared the look at
+// the lock that finds a hand-over; this one, a later attempt, looks,
+// rather than queueing again behind the waiters and holding the grant
+// until it lapses.
+func TestHandOverTakenUpWithWaitersBehind(t *testing.T) {
+	const lease = 20 * time.Second
+	type opts = []relock.LockOption
+	for _, kd := range []struct {
+		name             string
+		lock             func(c *relock.Client, name string, o opts) relock.Locker
+		acquire, release luascripts.Script
+	}{
+		{"mutex", func(c *relock.Client, n string, o opts) relock.Locker { return mutex.New(c, n, o...) },
+			luascripts.MutexAcquire, luascripts.MutexRelease},
+		{"reentrant", func(c *relock.Client, n string, o opts) relock.Locker { return reentrant.New(c, n, o...) },
+			luascripts.ReentrantAcquire, luascripts.ReentrantRelease},
+		{"fair", func(c *relock.Client, n string, o opts) relock.Locker { return fair.New(c, n, o...) },
+			luascripts.FairAcquire, luascripts.FairRelease},
+	} {
+		t.Run(kd.name, func(t *testing.T) {
+			srv := redistest.Shared(t)
+			rc := srv.Client(t)
+			ctx := context.Background()
+			keys := luascripts.NewKeys(relock.DefaultKeyPrefix, t.Name())
+			holder := kd.lock(locktest.Client(t, srv.Client(t)), t.Name(), nil)
+			waiter := kd.lock(locktest.Client(t, srv.Client(t)), t.Name(), opts{relock.WithLease(lease)})
+
+			h, err := holder.Lock(ctx)
+			require.NoError(t, err)
+			// A waiter first in the queue, so that the Lock's first attempt
+			// queues behind it (the mutex's and reentrant lock's Lock
+			// queues behind a queue before it starves), then one behind
+			// that Lock.
+			rawWaiter(t, rc, kd.acquire, keys, "ahead:1", "60000")
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			got := lockAsync(t, lctx, waiter)
+			queued(t, rc, keys, 2)
+			locktest.Eventually(t, "the waiter's subscription", func() bool {
+				chans, err := rc.Do(ctx, rc.B().PubsubChannels().Pattern(keys.Wake+"*").Build()).AsStrSlice()
+				return err == nil && len(chans) > 0
+			})
+			rawWaiter(t, rc, kd.acquire, keys, "behind:1", "60000")
+			out := luascripts.ReleaseCall(kd.release, keys, "ahead:1", "publish", 0, "0")
+			require.NoError(t, out.Exec(ctx, rc).Error(), "the first waiter withdraws")
+			queued(t, rc, keys, 2)
+
+			require.NoError(t, h.Unlock())
+			l := <-got
+			require.NotNil(t, l, "the hand-over was not taken up")
+			assert.Greater(t, l.Token(), h.Token())
+			ms, err := rc.Do(ctx, rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
+			require.NoError(t, err)
+			assert.Greater(t, ms, int64(lease/time.Millisecond)-5000, "the lock holds the taken-up lease, not the grant (the waiter timeout)")
+			ws, err := locktest.Queue(ctx, rc, keys.Queue)
+			require.NoError(t, err)
+			require.Len(t, ws, 1)
+			assert.Equal(t, "behind:1", ws[0].Owner, "the waiter behind stays queued, alone")
+			require.NoError(t, l.Unlock())
+		})
+	}
 }

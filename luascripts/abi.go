@@ -19,7 +19,10 @@ import (
 //	acquire  KEYS lock, fence, queue, readers, gone
 //	         ARGV owner, lease ms, "1" to wait (Lock) or "0" (TryLock),
 //	              waiter timeout ms, wake-up channel, publish command,
-//	              owner of the caller's hold of the Within mode, or ""
+//	              owner of the caller's hold of the Within mode, or "",
+//	              "1" for the owner's first attempt, else "0" (a release
+//	              hands the lock only to an owner an attempt queued: a
+//	              first attempt needs no look for a hand-over)
 //	         → {1, token} when acquired, {0, wait ms} when not, where wait is
 //	           how long nothing changes without a wake-up (-1: unknown,
 //	           -2: try again at once); a kind that queues waiters adds
@@ -292,12 +295,13 @@ type Acquire struct {
 	WaiterMs string
 	Publish  string   // "publish", or "spublish" on a cluster
 	Within   string   // owner of the caller's hold of the kind's Within mode, or ""
+	First    bool     // no attempt of Owner was sent before this one; false is always safe, and costs an acquire a command more behind a queue
 	Extra    []string // the kind's own ARGV, after the ABI's (see kind.Spec.AcquireArgs); never modified
 }
 
 // acquireArgs is how many ARGV of an acquire call the ABI names, before a
 // kind's own (Acquire.Extra).
-const acquireArgs = 7
+const acquireArgs = 8
 
 // AcquireCall is the acquire call a of script s on the lock k.
 func AcquireCall(s Script, k Keys, a Acquire) Call {
@@ -309,7 +313,11 @@ func AcquireCall(s Script, k Keys, a Acquire) Call {
 		flag = "2" // queue behind a queue
 	}
 	args := make([]string, 0, acquireArgs+len(a.Extra)) // one allocation, Extra included
-	args = append(args, a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within)
+	first := "0"
+	if a.First {
+		first = "1"
+	}
+	args = append(args, a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within, first)
 	return Call{Script: s, Keys: k.acquireKeys(), Args: append(args, a.Extra...)}
 }
 

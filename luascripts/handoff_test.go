@@ -225,3 +225,68 @@ func TestReleaseHandsOnInTheWaitersType(t *testing.T) {
 		}
 	}
 }
+
+// An owner's first attempt, which no release can have handed the lock to,
+// learns whether the lock is held from the EXISTS that looks for a queue
+// and gone owners, and does not look at the lock itself; it decides as a
+// later attempt does. On a free lock with nobody queued it takes the
+// lock. Behind a queued waiter, on a held lock, it queues and sleeps no
+// later than that waiter's deadline; on a free lock (its holder's lease
+// expired) it also wakes that waiter by name; a lock of another kind
+// holding the name counts as held, and wakes nobody.
+func TestFirstAttemptBehindAWaiter(t *testing.T) {
+	for _, kd := range []struct {
+		name    string
+		acquire luascripts.Script
+		other   func(rc rueidis.Client, key string) rueidis.Completed // the name taken by a lock of another kind
+	}{
+		{"mutex", luascripts.MutexAcquire, func(rc rueidis.Client, key string) rueidis.Completed {
+			return rc.B().Hset().Key(key).FieldValue().FieldValue("o", "1").Build()
+		}},
+		{"reentrant", luascripts.ReentrantAcquire, func(rc rueidis.Client, key string) rueidis.Completed {
+			return rc.B().Set().Key(key).Value("o").Build()
+		}},
+		{"fair", luascripts.FairAcquire, func(rc rueidis.Client, key string) rueidis.Completed {
+			return rc.B().Set().Key(key).Value("o").Build()
+		}},
+	} {
+		t.Run(kd.name, func(t *testing.T) {
+			rc := redistest.Shared(t).Client(t)
+			k := keysFor(t, rc)
+			payloads := subscribe(t, k.wake)
+			marked := func(what string) {
+				t.Helper()
+				do(t, rc, rc.B().Publish().Channel(k.wake).Message("marker").Build())
+				assert.Equal(t, "marker", next(t, payloads), what)
+			}
+
+			h := k.firstAttempt(t, rc, kd.acquire, "h", "1")
+			require.Equal(t, int64(1), h[0], "a free lock is taken")
+			assert.Equal(t, "h", k.holder(t, rc))
+			assert.InDelta(t, 60000, k.pttl(t, rc), 1000, "for the lease")
+			a := k.firstAttempt(t, rc, kd.acquire, "a", "1")
+			require.Len(t, a, 4)
+			assert.Equal(t, []int64{0, 60000, 1}, roundWait(a)[:3], "a starving waiter queues, and sleeps until the lease's end")
+
+			b := k.firstAttempt(t, rc, kd.acquire, "b", "2")
+			require.Len(t, b, 4)
+			assert.Equal(t, []int64{0, 5000, 1}, roundWait(b)[:3], "held: behind a, a newcomer queues and sleeps until a's deadline")
+			marked("a held lock wakes nobody")
+
+			do(t, rc, rc.B().Del().Key(k.lock).Build()) // as h's lease would expire
+			c := k.firstAttempt(t, rc, kd.acquire, "c", "2")
+			require.Len(t, c, 4)
+			assert.Equal(t, []int64{0, 5000, 1}, roundWait(c)[:3], "free: behind a, a newcomer queues all the same")
+			assert.Equal(t, "a", next(t, payloads), "and wakes a, first, by name")
+			assert.Equal(t, "", k.holder(t, rc), "the lock stays free for a")
+
+			do(t, rc, kd.other(rc, k.lock))
+			d := k.firstAttempt(t, rc, kd.acquire, "d", "2")
+			require.Len(t, d, 4)
+			assert.Equal(t, int64(0), d[0], "a lock of another kind is held")
+			assert.Equal(t, int64(1), d[2])
+			marked("a lock of another kind wakes nobody")
+			assert.Equal(t, []string{"a", "b", "c", "d"}, k.owners(t, rc))
+		})
+	}
+}

@@ -419,13 +419,13 @@ func run(t *testing.T, rc rueidis.Client, script luascripts.Script, keys, args [
 
 // acquireArgs are an acquire script's ARGV: owner, lease, wait ("1"/"0"),
 // waiter timeout, channel, publish command, owner of the caller's write
-// hold ("").
+// hold (""), first attempt ("0": not said).
 func (k lockKeys) acquireArgs(owner string, leaseMs int, wait bool, waiterMs int) []string {
 	flag := "0"
 	if wait {
 		flag = "1"
 	}
-	return []string{owner, strconv.Itoa(leaseMs), flag, strconv.Itoa(waiterMs), k.wake, "publish", ""}
+	return []string{owner, strconv.Itoa(leaseMs), flag, strconv.Itoa(waiterMs), k.wake, "publish", "", "0"}
 }
 
 // try runs an acquire script and returns its {acquired, token or wait}.

@@ -18,6 +18,8 @@
 -- ARGV[5]  wake-up channel
 -- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[7]  unused
+-- ARGV[8]  "1" for the owner's first attempt, else anything: no release
+--          can have handed the lock to an owner no attempt queued yet
 --
 -- Starvation, as sync.Mutex has it: while nobody is queued, whoever comes
 -- first takes the lock, newcomers included. A waiter that has waited long
@@ -40,14 +42,17 @@
 -- lock of another kind with the same name. Returns {0, -1} for an owner
 -- recorded as gone, and neither takes nor queues: its caller gave up
 -- before this attempt landed.
-local head, gone = look_ahead(KEYS[5], KEYS[3], ARGV[1])
+local head, gone, locked = look_ahead(KEYS[5], KEYS[3], KEYS[1], ARGV[1])
 if gone then
   return {0, -1}
 end
 if head and head.owner ~= ARGV[1] then
-  -- Another waiter is first: the lock is its. One GET says whether the
-  -- lock is free, handed to this owner, or held (queue.lua, behind_head).
-  return behind_head(KEYS[1], KEYS[2], KEYS[3], ARGV[1], redis.pcall('get', KEYS[1]), ARGV[2],
+  -- Another waiter is first: the lock is its. Whether the lock is free,
+  -- handed to this owner, or held: the EXISTS above says for a first
+  -- attempt, one GET for a later one (queue.lua, look_at_lock and
+  -- behind_head).
+  local probe = look_at_lock(KEYS[1], locked, ARGV[8] == '1', 'get')
+  return behind_head(KEYS[1], KEYS[2], KEYS[3], ARGV[1], probe, ARGV[2],
     ARGV[3], ARGV[4], grant_string, head, ARGV[6], ARGV[5])
 end
 -- Nobody is first but this owner, if anyone. SET NX GET takes a free lock,

@@ -114,18 +114,38 @@ local function renew_waiter(queue, w, ms)
   redis.call('zadd', queue, w.arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant))
 end
 
--- Looks at the queue before an acquire attempt of owner: returns its
--- first live waiter (queue_head), or nil, and whether owner is recorded
--- as gone (gone.lua). Nobody gone and nobody queued, the common case,
--- costs one EXISTS; with a live waiter queued and nobody gone, so does
--- the gone check.
-local function look_ahead(gone, queue, owner)
-  local others = redis.call('exists', gone, queue)
-  if others == 0 then
-    return nil, false
+-- Looks at the lock and its queue before an acquire attempt of owner:
+-- returns its first live waiter (queue_head), or nil; whether owner is
+-- recorded as gone (gone.lua); and whether the lock's key exists. One
+-- EXISTS names gone once, queue twice and lock four times, and counts each
+-- key as often as it is named, so its reply is the three answers in
+-- binary. Nobody gone and nobody queued, the common case, costs that
+-- EXISTS alone, whose answer about the lock spares the look at it that an
+-- attempt would take otherwise: the uncontended acquire of a hash, and
+-- the first attempt of an owner behind another waiter (look_at_lock).
+local function look_ahead(gone, queue, lock, owner)
+  local n = redis.call('exists', gone, queue, queue, lock, lock, lock, lock)
+  local head = nil
+  if n % 4 >= 2 then
+    head = queue_head(queue)
   end
-  local head = queue_head(queue)
-  return head, others > (head and 1 or 0) and is_gone(gone, owner)
+  return head, n % 2 == 1 and is_gone(gone, owner), n >= 4
+end
+
+-- Returns what an acquire attempt learns from one look at lock, the
+-- probe of behind_head: false when the lock is free, the owner id it was
+-- handed to when a release handed it on, anything else when it is held.
+-- cmd is the look: GET or HRANDFIELD (a hand-over's grant is a string or
+-- a hash of its owner alone: grant_lock). locked is whether the lock's
+-- key exists (look_ahead), and first whether this is the owner's first
+-- attempt (ARGV "first"): a release hands the lock only to a waiter that
+-- an earlier attempt queued, so for a first attempt locked says all that
+-- matters, and the look is spared.
+local function look_at_lock(lock, locked, first, cmd)
+  if first then
+    return locked
+  end
+  return redis.pcall(cmd, lock)
 end
 
 -- Wakes the first live waiter of queue by name, to try now; with nobody
@@ -282,7 +302,8 @@ local function take_up(lock, fence, queue, owner, ms, pub, channel)
 end
 
 -- The reply of an attempt of owner that found head, another live waiter,
--- first: the lock is head's. probe is what one look at the lock said:
+-- first: the lock is head's. probe is what a look at the lock said
+-- (look_at_lock):
 -- false when it is free (head is woken, and owner looks again by head's
 -- deadline in case it died), owner when a release handed it to owner (the
 -- attempt takes the grant up for lease ms), anything else when it is

@@ -16,6 +16,8 @@
 -- ARGV[5]  wake-up channel
 -- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[7]  unused
+-- ARGV[8]  "1" for the owner's first attempt, else anything: no release
+--          can have handed the lock to an owner no attempt queued yet
 --
 -- Starvation works as for the mutex (mutex_acquire.lua).
 --
@@ -33,27 +35,22 @@
 -- deadline (it is woken now). Returns {0, -1} for an owner recorded as
 -- gone, and neither takes nor queues: its caller gave up before this
 -- attempt landed.
-local head, gone = look_ahead(KEYS[5], KEYS[3], ARGV[1])
+local first = ARGV[8] == '1'
+local head, gone, locked = look_ahead(KEYS[5], KEYS[3], KEYS[1], ARGV[1])
 if gone then
   return {0, -1}
 end
 if head and head.owner ~= ARGV[1] then
-  -- Another waiter is first: the lock is its. One HRANDFIELD says whether
-  -- the lock is free, handed to this owner (a hand-over's grant is a hash
-  -- of its owner alone: queue.lua, grant_lock), or held (an error: by a
-  -- lock of another kind; see queue.lua, behind_head).
-  return behind_head(KEYS[1], KEYS[2], KEYS[3], ARGV[1], redis.pcall('hrandfield', KEYS[1]), ARGV[2],
+  -- Another waiter is first: the lock is its. Whether the lock is free,
+  -- handed to this owner, or held (by a lock of another kind too): the
+  -- EXISTS above says for a first attempt, one HRANDFIELD for a later one
+  -- (queue.lua, look_at_lock and behind_head).
+  local probe = look_at_lock(KEYS[1], locked, first, 'hrandfield')
+  return behind_head(KEYS[1], KEYS[2], KEYS[3], ARGV[1], probe, ARGV[2],
     ARGV[3], ARGV[4], grant_hash, head, ARGV[6], ARGV[5])
 end
 -- Nobody is first but this owner, if anyone.
--- The lock's time to live, -2 when it is free: one command for both.
-local pttl = redis.call('pttl', KEYS[1])
-if pttl ~= -2 and holds(KEYS[1], ARGV[1]) then
-  -- A release handed the lock to this owner, a queued waiter (an owner id
-  -- is new to each Lock: a re-entry does not come here).
-  return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
-end
-if pttl == -2 then
+if not locked then
   if head then
     pop_head(KEYS[3], ARGV[6], ARGV[5])
   end
@@ -61,5 +58,10 @@ if pttl == -2 then
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, next_token(KEYS[2])}
 end
+if not first and holds(KEYS[1], ARGV[1]) then
+  -- A release handed the lock to this owner, a queued waiter (an owner id
+  -- is new to each Lock: a re-entry does not come here).
+  return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
+end
 local queued = join_queue(KEYS[3], ARGV[1], ARGV[3], ARGV[4], head, grant_hash)
-return queued_reply(held_wait(pttl, ARGV[1], head), queued)
+return queued_reply(held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head), queued)

@@ -15,6 +15,7 @@
 -- ARGV[5]  unused (wake-up channel)
 -- ARGV[6]  unused (publish command)
 -- ARGV[7]  owner id of the write hold of the caller's call chain, or ""
+-- ARGV[8]  unused (first attempt)
 --
 -- Readers are admitted when the lock is free or read-locked and no writer
 -- waits (readers cannot starve writers), when a writer's release let them

@@ -17,6 +17,7 @@
 -- ARGV[5]  wake-up channel
 -- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[7]  unused
+-- ARGV[8]  unused (first attempt)
 --
 -- Waiting writers queue, and take the lock in arrival order: a writer
 -- cannot be overtaken by later writers any more than by later readers

@@ -16,8 +16,9 @@
 -- ARGV[5]  wake-up channel
 -- ARGV[6]  publish command: "publish", or "spublish" in cluster mode
 -- ARGV[7]  unused
--- ARGV[8]  permits wanted, n: 1 <= n <= size
--- ARGV[9]  size
+-- ARGV[8]  unused (first attempt)
+-- ARGV[9]  permits wanted, n: 1 <= n <= size
+-- ARGV[10] size
 --
 -- Permits freed since the last release (holders whose lease expired) go
 -- first to the waiters queued, in order, before this attempt's owner.
@@ -33,7 +34,7 @@
 -- permits are held under another size.
 local lock, fence, queue, holders, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ms, pub, channel = ARGV[1], tonumber(ARGV[2]), ARGV[6], ARGV[5]
-local n, size = tonumber(ARGV[8]), tonumber(ARGV[9])
+local n, size = tonumber(ARGV[9]), tonumber(ARGV[10])
 
 -- Nobody gone, nobody queued and no semaphore (the uncontended case)
 -- costs one EXISTS: fresh, with nothing to read.

@@ -16,7 +16,7 @@ import (
 // (flag as attempt's) and returns its reply.
 func (k lockKeys) semAttempt(t *testing.T, rc rueidis.Client, owner, flag string, n, size int) []int64 {
 	t.Helper()
-	args := []string{owner, "60000", flag, "5000", k.wake, "publish", "", strconv.Itoa(n), strconv.Itoa(size)}
+	args := []string{owner, "60000", flag, "5000", k.wake, "publish", "", "0", strconv.Itoa(n), strconv.Itoa(size)}
 	v, err := run(t, rc, luascripts.SemaphoreAcquire, k.acquireKeys(), args).AsIntSlice()
 	require.NoError(t, err)
 	return v

@@ -12,10 +12,23 @@ import (
 )
 
 // attempt runs an acquire script with queue flag ("0" never, "1" queue,
-// "2" behind a queue) and returns its whole reply.
+// "2" behind a queue), as a later attempt of owner, and returns its whole
+// reply.
 func (k lockKeys) attempt(t *testing.T, rc rueidis.Client, script luascripts.Script, owner, flag string) []int64 {
 	t.Helper()
-	args := []string{owner, "60000", flag, "5000", k.wake, "publish", ""}
+	return k.attemptAs(t, rc, script, owner, flag, "0")
+}
+
+// firstAttempt is attempt as owner's first (ARGV first "1"), as the
+// engine sends it: no release can have handed the lock to owner yet.
+func (k lockKeys) firstAttempt(t *testing.T, rc rueidis.Client, script luascripts.Script, owner, flag string) []int64 {
+	t.Helper()
+	return k.attemptAs(t, rc, script, owner, flag, "1")
+}
+
+func (k lockKeys) attemptAs(t *testing.T, rc rueidis.Client, script luascripts.Script, owner, flag, first string) []int64 {
+	t.Helper()
+	args := []string{owner, "60000", flag, "5000", k.wake, "publish", "", first}
 	v, err := run(t, rc, script, k.acquireKeys(), args).AsIntSlice()
 	require.NoError(t, err)
 	return v

@@ -30,9 +30,13 @@ func TestScriptsOnALockOfAnotherKind(t *testing.T) {
 			}
 			what := kd.name + " on " + holder.name
 			for _, wait := range []bool{false, true} {
-				got, err := luascripts.ExecMulti(t.Context(), rc, luascripts.Call{Script: kd.acquire, Keys: k.acquireKeys(), Args: k.acquireArgs("x", 60000, wait, 5000)})[0].AsIntSlice()
-				if assert.NoError(t, err, what) {
-					assert.Equal(t, int64(0), got[0], "%s: acquire is refused", what)
+				for _, first := range []string{"0", "1"} { // a later attempt, and the owner's first
+					args := k.acquireArgs("x", 60000, wait, 5000)
+					args[7] = first
+					got, err := luascripts.ExecMulti(t.Context(), rc, luascripts.Call{Script: kd.acquire, Keys: k.acquireKeys(), Args: args})[0].AsIntSlice()
+					if assert.NoError(t, err, what) {
+						assert.Equal(t, int64(0), got[0], "%s: acquire (first %s) is refused", what, first)
+					}
 				}
 			}
 			calls := []luascripts.Call{
