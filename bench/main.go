@@ -234,6 +234,8 @@ func run(ctx context.Context, cfg config) (string, error) {
 		return out, ctx.Err()
 	}
 	r.logf("bench: Redis %s at %s; writing to %s", stats.version, addr, out)
+	// Read before this run's results replace it.
+	res.Previous = r.previousRun(out, cfg.smoke)
 	res.Floor, res.Uncontended = r.sequentialRows(ctx)
 	res.Distinct = r.distinctRows(ctx)
 	res.HotKey = r.hotKeyRows(ctx)

@@ -25,6 +25,9 @@ type Results struct {
 	Targets       []Target          `json:"targets"`
 	Profiles      []ProfileSummary  `json:"profiles,omitempty"`
 	Durations     map[string]string `json:"durations"` // how long each scenario ran per row
+	// Previous is the run whose results.json this run replaced (see
+	// previousRun): the report shows it beside this one.
+	Previous *Results `json:"previous,omitempty"`
 }
 
 // Meta says where and how the run was made.
