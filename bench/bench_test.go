@@ -229,6 +229,33 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("spread %s: %d acquisitions by %d waiters in %d processes, error %q", h.ID, h.Acquisitions, len(h.PerWorker), h.Processes, h.Err)
 		}
 	}
+	for _, h := range res.Spread {
+		if w, ok := h.WokenPerHandoff(); !ok || w <= 0 {
+			t.Errorf("spread %s: processes woken per handoff not counted (%v, %v)", h.ID, w, ok)
+		}
+	}
+	if want := 2 * len(librariesIn(inSpread)); len(res.Pods) != want {
+		t.Errorf("%d pod-shape rows, want %d", len(res.Pods), want)
+	}
+	for _, id := range waitKinds {
+		pod, base := pods(&res, id)
+		if pod == nil || base == nil || pod.Processes != sp.podProcs || base.Processes != sp.hotKeyProcs || base.Workers != sp.podProcs ||
+			pod.Acquisitions == 0 || base.Acquisitions == 0 || len(pod.PerWorker) != sp.podProcs {
+			t.Errorf("pod shape %s: row %+v, baseline %+v", id, pod, base)
+			continue
+		}
+		if _, ok := pod.WokenPerHandoff(); !ok {
+			t.Errorf("pod shape %s: processes woken per handoff not counted", id)
+		}
+	}
+	if len(res.Loss) != len(lossKinds) {
+		t.Errorf("%d loss rows, want %d", len(res.Loss), len(lossKinds))
+	}
+	for _, l := range res.Loss {
+		if l.Err != "" || l.N != sp.lossSamples || l.P50 <= 0 || l.P99 < l.P50 || l.Notices < int64(l.N) {
+			t.Errorf("loss %s: %d samples, p50 %v, p99 %v, %d notices received, error %q", l.ID, l.N, l.P50, l.P99, l.Notices, l.Err)
+		}
+	}
 	if want := len(librariesIn(inWaiters)) * len(sp.waiters); len(res.Waiters) != want {
 		t.Errorf("%d waiters rows, want %d", len(res.Waiters), want)
 	}
@@ -283,8 +310,8 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets", "| # | target | wanted | measured | |", "goroutine runs/op", "client I/O", "FIFO violations",
-		"### Hot key, zero hold, 32 waiters in 16 processes of 2", "## 5b. Waiters at scale", "EVALSHA/handoff", "### relock's watchdog at scale", "I/O path of the PING", floorPipelined, "lease (renewed every)",
+	for _, want := range []string{"## Targets", "| # | target | wanted | measured | | previous |", "goroutine runs/op", "client I/O", "FIFO violations",
+		"### Hot key, zero hold, 32 waiters in 16 processes of 2", "processes of 1 waiter (the pod shape)", "processes woken/handoff", "## 6b. Loss notice", "| previous run |", "## 5b. Waiters at scale", "EVALSHA/handoff", "### relock's watchdog at scale", "I/O path of the PING", floorPipelined, "lease (renewed every)",
 		"## 6. Watchdog cost", "## 8. Replica acknowledgement", "Smoke run", "handoffs.png"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q", want)

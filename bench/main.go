@@ -43,7 +43,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "directory for report.md, results.json and the plots (default: results, or a temporary directory with -smoke)")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "run every scenario for a fraction of a second (a check that the benchmark works, not a measurement)")
 	flag.BoolVar(&cfg.rerender, "rerender", false, "measure nothing: write report.md and the plots again from the results.json in -out")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated scenarios to run alone (sequential, distinct, hotkey, spread, waiters, redlock, replica, watchdog): rows are logged, no report is written; for trying a change, not a measurement to publish")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated scenarios to run alone (sequential, distinct, hotkey, spread, pods, waiters, loss, redlock, replica, watchdog): rows are logged, no report is written; for trying a change, not a measurement to publish")
 	flag.StringVar(&cfg.libs, "libs", "", "with -only: comma-separated IDs of the libraries to run (relock, relock-fair, redsync…; see results.json)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -87,6 +87,7 @@ type plan struct {
 	distinctGoroutines            int
 	hotKeyProcs, hotKeyWorkers    int // waiters: procs × workers
 	spreadProcs, spreadWorkers    int // the same waiters in more processes, zero hold, hotKey long
+	podProcs                      int // the pod shape: podProcs processes of one waiter, against hotKeyProcs processes with as many, zero hold, hotKey long
 	holds                         []time.Duration
 	waiters                       []int         // waiters at scale: one row per number, zero hold
 	waitersRow                    time.Duration // per waiters-at-scale row
@@ -97,12 +98,32 @@ type plan struct {
 	lockLoop                      time.Duration // at scale: relock's Lock+Unlock timed before taking the leases
 	heldLoop                      time.Duration // at scale: relock's Lock+Unlock timed while holding them
 	maxSamples                    int           // per row, bounds memory
+	lossSamples                   int           // force unlocks timed per kind of lock
+}
+
+// mainShape is the hot key's shape: hotKeyProcs processes of hotKeyWorkers.
+func (p plan) mainShape() hotShape {
+	return hotShape{procs: p.hotKeyProcs, waiters: p.hotKeyProcs * p.hotKeyWorkers, d: p.hotKey}
+}
+
+// spreadShape is the main shape's waiters in spreadProcs processes.
+func (p plan) spreadShape() hotShape {
+	return hotShape{procs: p.spreadProcs, waiters: p.spreadProcs * p.spreadWorkers, d: p.hotKey}
+}
+
+// podShapes are the pod shape, podProcs processes of one waiter, and its
+// baseline: as many waiters in hotKeyProcs processes. Their rows run in
+// turn, the baseline first; tag keeps the baseline's lock apart from the
+// main rows' of the same shape.
+func (p plan) podShapes() (base, pods hotShape) {
+	return hotShape{procs: p.hotKeyProcs, waiters: p.podProcs, d: p.hotKey, tag: "pods"},
+		hotShape{procs: p.podProcs, waiters: p.podProcs, d: p.hotKey, tag: "pods"}
 }
 
 func fullPlan() plan {
 	return plan{
 		uncontended: 3 * time.Second, distinct: 3 * time.Second, hotKey: 5 * time.Second,
-		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16, spreadProcs: 16, spreadWorkers: 2,
+		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16, spreadProcs: 16, spreadWorkers: 2, podProcs: 64,
 		holds:   []time.Duration{0, time.Millisecond},
 		waiters: []int{1, 10, 100, 1000}, waitersRow: 3 * time.Second,
 		leases: 10_000, scaleLeases: []int{1_000, 10_000, 100_000},
@@ -114,20 +135,20 @@ func fullPlan() plan {
 		// four), and the Lock+Unlock timed while holding them spans one
 		// interval, a renewal of every lease.
 		scaleWindow: 3 * renewEvery(relock.DefaultWatchdogTimeout), lockLoop: 3 * time.Second, heldLoop: renewEvery(relock.DefaultWatchdogTimeout),
-		maxSamples: 400_000,
+		maxSamples: 400_000, lossSamples: 200,
 	}
 }
 
 func smokePlan() plan {
 	return plan{
 		uncontended: 180 * time.Millisecond, distinct: 150 * time.Millisecond, hotKey: 250 * time.Millisecond,
-		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16, spreadProcs: 16, spreadWorkers: 2,
+		distinctGoroutines: 64, hotKeyProcs: 2, hotKeyWorkers: 16, spreadProcs: 16, spreadWorkers: 2, podProcs: 8,
 		holds:   []time.Duration{0, time.Millisecond},
 		waiters: []int{1, 10, 100}, waitersRow: 250 * time.Millisecond,
 		leases: 500, scaleLeases: []int{1_000},
 		idle: 300 * time.Millisecond, settle: 1200 * time.Millisecond, window: 1500 * time.Millisecond,
 		scaleWindow: 1500 * time.Millisecond, lockLoop: 300 * time.Millisecond, heldLoop: 300 * time.Millisecond,
-		maxSamples: 100_000,
+		maxSamples: 100_000, lossSamples: 100,
 	}
 }
 
@@ -174,7 +195,7 @@ func run(ctx context.Context, cfg config) (string, error) {
 	machineMeta(&res.Meta)
 	res.Durations = map[string]string{
 		"floor": p.uncontended.String(), "uncontended": p.uncontended.String(), "distinct": p.distinct.String(),
-		"hot_key": p.hotKey.String(), "watchdog_window": p.window.String(), "watchdog_idle": p.idle.String(),
+		"hot_key": p.hotKey.String(), "watchdog_window": p.window.String(), "watchdog_idle": p.idle.String(), "loss_samples": fmt.Sprint(p.lossSamples),
 		"waiters": p.waitersRow.String(), "watchdog_scale_window": p.scaleWindow.String(), "lock_loop": p.lockLoop.String(), "held_loop": p.heldLoop.String(),
 	}
 
@@ -213,11 +234,15 @@ func run(ctx context.Context, cfg config) (string, error) {
 		return out, ctx.Err()
 	}
 	r.logf("bench: Redis %s at %s; writing to %s", stats.version, addr, out)
+	// Read before this run's results replace it.
+	res.Previous = r.previousRun(out, cfg.smoke)
 	res.Floor, res.Uncontended = r.sequentialRows(ctx)
 	res.Distinct = r.distinctRows(ctx)
 	res.HotKey = r.hotKeyRows(ctx)
 	res.Spread = r.spreadRows(ctx)
+	res.Pods = r.podRows(ctx)
 	res.Waiters = r.waitersRows(ctx)
+	res.Loss = r.lossRows(ctx)
 	res.Redlock = r.redlockRows(ctx)
 	res.Replica = r.replicaRows(ctx)
 	res.Watchdog, res.WatchdogScale = r.watchdogRows(ctx)
@@ -251,6 +276,10 @@ func runOnly(ctx context.Context, r *runner, names []string) {
 			r.hotKeyRows(ctx)
 		case "spread":
 			r.spreadRows(ctx)
+		case "pods":
+			r.podRows(ctx)
+		case "loss":
+			r.lossRows(ctx)
 		case "waiters":
 			r.waitersRows(ctx)
 		case "redlock":
@@ -328,11 +357,9 @@ func (r *runner) profileMisses(ctx context.Context, targets []Target, out string
 		case "distinct":
 			rowErr = r.distinctRow(ctx, lib, path).Err
 		case "hotkey":
-			shape := hotShape{procs: r.plan.hotKeyProcs, waiters: r.plan.hotKeyProcs * r.plan.hotKeyWorkers, d: r.plan.hotKey}
-			rowErr = r.hotKeyRow(ctx, lib, 0, shape, path).Err
+			rowErr = r.hotKeyRow(ctx, lib, 0, r.plan.mainShape(), path).Err
 		case "spread":
-			shape := hotShape{procs: r.plan.spreadProcs, waiters: r.plan.spreadProcs * r.plan.spreadWorkers, d: r.plan.hotKey}
-			rowErr = r.hotKeyRow(ctx, lib, 0, shape, path).Err
+			rowErr = r.hotKeyRow(ctx, lib, 0, r.plan.spreadShape(), path).Err
 		default:
 			continue
 		}

@@ -60,9 +60,11 @@ func report(res *Results, plots []plotFile) string {
 	if heldLoop == "" { // results written before it had its own duration
 		heldLoop = res.Durations["lock_loop"]
 	}
-	w.row("durations", fmt.Sprintf("scenarios 1–3: %s per row; hot key (2 × 16 and 16 × 2): %s per row; waiters at scale: %s per row; watchdog comparison: %s held after %s idle; relock's watchdog at scale: %s held after %s idle, its Lock+Unlock %s before taking the leases, %s while holding them and %s after releasing them; whole run %s",
+	w.row("durations", fmt.Sprintf("scenarios 1–3: %s per row; hot key (2 × 16, 16 × 2, the pod shape and its baseline): %s per row; waiters at scale: %s per row; watchdog comparison: %s held after %s idle; relock's watchdog at scale: %s held after %s idle, its Lock+Unlock %s before taking the leases, %s while holding them and %s after releasing them; loss notice: %s force unlocks per kind; whole run %s",
 		res.Durations["uncontended"], res.Durations["hot_key"], orDash(res.Durations["waiters"]), res.Durations["watchdog_window"], res.Durations["watchdog_idle"],
-		orDash(res.Durations["watchdog_scale_window"]), res.Durations["watchdog_idle"], orDash(res.Durations["lock_loop"]), orDash(heldLoop), orDash(res.Durations["lock_loop"]), m.Elapsed))
+		orDash(res.Durations["watchdog_scale_window"]), res.Durations["watchdog_idle"], orDash(res.Durations["lock_loop"]), orDash(heldLoop), orDash(res.Durations["lock_loop"]),
+		orDash(res.Durations["loss_samples"]), m.Elapsed))
+	w.row("previous run", previousCell(res.Previous))
 	w.text("")
 	w.text("Absolute figures drift between machines and runs; the ratios (relock ÷ peer, and figures over the PING round trip of scenario 1) are what to compare. Every library runs at its documented defaults; a *tuned* row uses the retry options the library offers. relock has no retry knobs: its waiters are woken by the release.")
 	w.text("")
@@ -190,6 +192,7 @@ func report(res *Results, plots []plotFile) string {
 	plotLink(&w, plots, "fairness")
 	plotLink(&w, plots, "wait")
 	spreadSection(&w, res)
+	podsSection(&w, res)
 	waitersSection(&w, res)
 
 	w.text("## 6. Watchdog cost")
@@ -257,6 +260,7 @@ func report(res *Results, plots []plotFile) string {
 	}
 	plotLink(&w, plots, "watchdog")
 	watchdogScaleSection(&w, res)
+	lossSection(&w, res)
 
 	if len(res.Profiles) > 0 {
 		w.text("## Profiles where relock missed")
@@ -277,7 +281,7 @@ func report(res *Results, plots []plotFile) string {
 
 	w.text("## Method")
 	w.text("")
-	w.text("- One binary runs everything against the same Redis; the hot-key rows re-execute it as child processes (2, 16, or up to 4 for the waiters at scale), which print their figures as JSON for the parent to merge, and the watchdog rows run in a child process so that its CPU is the library's alone.")
+	w.line("- One binary runs everything against the same Redis; the hot-key rows re-execute it as child processes (2, 16, %s, or up to 4 for the waiters at scale), which print their figures as JSON for the parent to merge, and the watchdog rows run in a child process so that its CPU is the library's alone. The loss notice rows run in the parent process.", podProcsText(res))
 	w.text("- Every library gets its own client connection(s) at the client's defaults (rueidis: auto-pipelining on one connection; go-redis: a pool of 10 connections per core), but for relock's DisableAutoPipelining row (a pooled connection per call). A lock value is made for every Lock call, as a user with a dynamic key would (relock's `mutex.New` and the others are cheap; redsync's Mutex carries its value and cannot be shared).")
 	w.text("- In scenarios 2 and 3 every library's Lock gets a ctx that never ends (`context.WithoutCancel` of the run's): a caller that waits as long as it takes; the rows are bounded by time. relock runs such a Lock's attempt on the caller's goroutine; under a ctx that can end it runs the attempt in a goroutine the caller leaves at the ctx's end (rueidis heeds a cancellation only in its pipeline, and none while it dials again), which its *deadline per Lock* row measures. The hot-key waiters' Locks have a deadline.")
 	w.text("- bsm/redislock has no default TTL; it gets 8 s, redsync's default expiry. relock and rueidislock renew their leases themselves.")
@@ -586,12 +590,19 @@ func fmtHold(d time.Duration) string {
 func targetsSection(w *mdWriter, res *Results) {
 	w.text("## Targets")
 	w.text("")
-	w.text("relock's performance targets, evaluated on this run: each is met (PASS) or missed (**MISS**), with the ratio measured; every figure comes from the tables below. This table can be copied as it is.")
+	w.text("relock's performance targets, evaluated on this run: each is met (PASS) or missed (**MISS**), with the ratio measured; every figure comes from the tables below. *Previous* is the same target evaluated on the previous run's figures (see the top), where it had them. Group 8 is the many-processes and loss-notice targets: a handoff wakes one process however many wait, and a hold that another's call ended is told at once. This table can be copied as it is.")
 	w.text("")
-	w.text("| # | target | wanted | measured | |")
-	w.text("|---|---|---|---|---|")
+	prev := previousTargets(res)
+	previous := func(t Target, figure func(Target) string) string {
+		if p, ok := previousOf(prev, t); ok {
+			return figure(p)
+		}
+		return "–"
+	}
+	w.text("| # | target | wanted | measured | | previous |")
+	w.text("|---|---|---|---|---|---|")
 	for _, t := range res.Targets {
-		w.line("| %d | %s | %s | %s | %s |", t.Issue, t.Short, t.Want, orDash(t.Brief), verdict(t))
+		w.line("| %d | %s | %s | %s | %s | %s |", t.Issue, t.Short, t.Want, orDash(t.Brief), verdict(t), previous(t, func(p Target) string { return orDash(p.Brief) }))
 	}
 	w.text("")
 	if misses := missed(res.Targets); len(misses) > 0 {
@@ -603,10 +614,10 @@ func targetsSection(w *mdWriter, res *Results) {
 	}
 	w.text("<details><summary>Each target with the figures behind it</summary>")
 	w.text("")
-	w.text("| # | target | wanted | measured | |")
-	w.text("|---|---|---|---|---|")
+	w.text("| # | target | wanted | measured | | previous |")
+	w.text("|---|---|---|---|---|---|")
 	for _, t := range res.Targets {
-		w.line("| %d | %s | %s | %s | %s |", t.Issue, t.Name, t.Want, orDash(t.Got), verdict(t))
+		w.line("| %d | %s | %s | %s | %s | %s |", t.Issue, t.Name, t.Want, orDash(t.Got), verdict(t), previous(t, func(p Target) string { return orDash(p.Got) }))
 	}
 	w.text("")
 	w.text("</details>")
@@ -619,6 +630,9 @@ func targetsSection(w *mdWriter, res *Results) {
 	w.line("- **FIFO violations** (4): every acquisition is stamped with the wall-clock time its waiter's first Lock call began and the time Lock returned (the processes share the machine's clock). A grant counts as a violation when another waiter, whose Lock call began at least %s before the granted waiter's, was still waiting (granted later, or not at all by the end of the row). The %s tolerance absorbs the clock reads and a library's attempt granularity. relock's semaphore, whose grants are in flight together (its Acquire calls return in another order than it granted), is counted on Redis's clock instead: its grants in the order of their fencing tokens, each wait dated by when its first attempt ran in Redis (the attempts' replies say), so that an attempt that reached Redis late — a stalled process, a busy socket — does not count as overtaken.", fmtDur(fifoTolerance), fmtDur(fifoTolerance))
 	w.text("- **Fair wait max** (4): the longest wait over the 99th percentile, which shows a waiter that slept through its wake-up. A waiter that has just joined the lock's wake-up subscription takes its wake-up signal before it asks whether the subscription is live, so that a release (or the subscription's confirmation) landing between the two still wakes it (`TestFirstWaitMissesNoWakeUp` puts a release in that gap). The waits are bounded by construction besides: a release hands the lock to the first waiter and wakes it by name, and a waiter behind it sleeps no later than its deadline.")
 	w.text("- **EVALSHA per handoff** (7): `EVALSHA` (and `EVAL`) calls in `INFO commandstats` ÷ acquisitions. An acquire attempt, a release and a waiter's heartbeat are one `EVALSHA` each, so EVALSHA/handoff − 1 is about the acquire attempts per handoff: a release that wakes one waiter gives about 2; one that wakes every waiter, about the number of waiters.")
+	w.text("- **Processes woken per handoff** (8): each process's relock Client subscribes on dedicated connections of its rueidis client (`Dedicate`); the benchmark wraps that client so that the connections' pub/sub hooks count every message before relock's hook sees it, by channel: the lock's channel `P:{E}:wake` (broadcasts, which every process subscribed to the lock receives) and a Client's channel of the lock `P:{E}:wake:<client id>` (wake-ups that name an owner, which only that owner's process receives; loss notices there are counted apart and left out). Each message received wakes the process that receives it; the sum over the processes from the start line to the end of the row, ÷ handoffs, is the processes woken per handoff (a process that receives two messages for one handoff counts twice, so it bounds the processes woken from above). relock itself exposes no such count, and Redis's `INFO` counts `PUBLISH` calls (in `commandstats`), not the messages it delivers.")
+	w.line("- **Loss notice latency** (8): see section 6b; %s force unlocks per kind in this run, the wanted p99 bound being the test's (`TestLossIsToldAtOnce`: 100 ms at the 99th percentile of 100 runs).", orDash(res.Durations["loss_samples"]))
+	w.text("- **Previous** (every target): the results.json that this run's replaced in its output directory (with `-out results`, the published run as committed), read before this run began and kept in this run's results.json under `previous`; its targets are evaluated by this run's code, so a target it could not measure (a row it did not have) shows –.")
 	w.line("- **Round trips per 100 renewals due** (6): the client's `Do`/`DoMulti` calls per second while holding, above idle, ÷ (leases ÷ the row's renewal interval ÷ 100); at relock's default %s lease, the rows of target 6, the interval is %s.", fmtDur(relock.DefaultWatchdogTimeout), fmtDur(renewEvery(relock.DefaultWatchdogTimeout)))
 	w.text("")
 }
@@ -692,30 +706,9 @@ func spreadSection(w *mdWriter, res *Results) {
 	s := res.Spread[0]
 	w.line("### Hot key, zero hold, %d waiters in %d processes of %d", s.Workers, s.Processes, s.Workers/max(s.Processes, 1))
 	w.text("")
-	w.text("The same waiters as above, spread over many processes with a client each: a release that wakes one waiter per lock hands off as fast as with two processes, one that wakes a waiter per process (each process's client hears the release) loads Redis with an attempt per process. relock's releases wake one waiter per lock (a hand-over names it; *EVALSHA/handoff* stays at 2), but the message goes out on the lock's one wake-up channel, to which every process with a waiter subscribes (the layout relock's contract fixes): each of the 16 processes wakes to read it, and on 2 cores those wake-ups, not Redis, bound the rate. *÷ 2 processes* divides by the same kind's row at zero hold above.")
+	w.text("The same waiters as above, spread over many processes with a client each: a release that wakes one waiter per lock hands off as fast as with two processes, one that wakes a waiter per process (each process's client hears the release) loads Redis with an attempt per process and every process's CPU with a wake-up. relock's releases wake one waiter per lock: a hand-over names the waiter it grants the lock to (*EVALSHA/handoff* stays near 2) and goes on the channel of that waiter's Client for the lock, `P:{E}:wake:<client id>`, which only that process reads; broadcasts (a lock freed with nobody queued) go on the lock's channel, `P:{E}:wake`, to every process subscribed to it. *Processes woken/handoff* is the wake-up messages the processes' relock Clients received ÷ handoffs, with its named and broadcast parts (see Targets for how they are counted). *÷ 2 × 16* divides by the same kind's row at zero hold above, wait p99 by its wait p99; *previous* gives the previous run's figure (dated at the top) where it has the row, the ratio first.")
 	w.text("")
-	w.text("| library | configuration | processes × waiters | handoffs/s | ÷ 2 processes | switches/s | wait p50 | wait p99 | wait max | Jain | FIFO violations | Redis commands/handoff | EVALSHA/handoff | Redis CPU |")
-	w.text("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, h := range res.Spread {
-		shape := fmt.Sprintf("%d × %d", h.Processes, h.Workers/max(h.Processes, 1))
-		if h.Err != "" {
-			w.line("| %s | %s | %s | unavailable: %s | | | | | | | | | | |", h.Name, h.Variant, shape, cell(h.Err))
-			continue
-		}
-		vsMain, switches, fifo := "–", "–", "–"
-		if m := hotKey(res, h.ID, 0); m != nil && m.HandoffsSec > 0 {
-			vsMain = fmtRatio(h.HandoffsSec / m.HandoffsSec)
-		}
-		if h.SwitchesSec >= 0 {
-			switches = fmtRate(h.SwitchesSec)
-		}
-		if h.FIFOViolations >= 0 {
-			fifo = fmt.Sprint(h.FIFOViolations)
-		}
-		w.line("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %.1f | %.2f | %s |", h.Name, h.Variant, shape, fmtRate(h.HandoffsSec), vsMain, switches,
-			fmtDur(h.WaitP50), fmtDur(h.WaitP99), fmtDur(h.WaitMax), h.Jain, fifo, h.Server.PerOp, h.Server.ScriptsOp, fmtPct(h.Server.CPU/h.Seconds))
-	}
-	w.text("")
+	shapeTable(w, res, res.Spread, spreadPair, "2 × 16", prevRows(res.Previous, func(p *Results) []HotKeyRow { return p.Spread }))
 }
 
 // waitersSection renders the hot key with 1 to 1,000 waiters.

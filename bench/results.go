@@ -11,8 +11,12 @@ type Results struct {
 	Distinct    []ThroughputRow `json:"distinct"`
 	HotKey      []HotKeyRow     `json:"hot_key"`
 	Spread      []HotKeyRow     `json:"hot_key_spread"` // the hot key's waiters in many processes of few
-	Waiters     []HotKeyRow     `json:"waiters"`        // the hot key with 1 to 1,000 waiters
-	Watchdog    []WatchdogRow   `json:"watchdog"`
+	// Pods is the hot key with one waiter in each of many processes, each
+	// kind's row after its baseline: as many waiters in 2 processes.
+	Pods     []HotKeyRow   `json:"hot_key_pods,omitempty"`
+	Waiters  []HotKeyRow   `json:"waiters"`        // the hot key with 1 to 1,000 waiters
+	Loss     []LossRow     `json:"loss,omitempty"` // ForceUnlock to the holder's Context's end
+	Watchdog []WatchdogRow `json:"watchdog"`
 	// WatchdogScale is relock alone at each number of leases, at its
 	// default lease (Watchdog's rows are at the comparison's lease).
 	WatchdogScale []WatchdogRow     `json:"watchdog_scale"`
@@ -21,6 +25,9 @@ type Results struct {
 	Targets       []Target          `json:"targets"`
 	Profiles      []ProfileSummary  `json:"profiles,omitempty"`
 	Durations     map[string]string `json:"durations"` // how long each scenario ran per row
+	// Previous is the run whose results.json this run replaced (see
+	// previousRun): the report shows it beside this one.
+	Previous *Results `json:"previous,omitempty"`
 }
 
 // Meta says where and how the run was made.
@@ -123,7 +130,38 @@ type HotKeyRow struct {
 	Jain      float64       `json:"jain"`
 	PerWorker []int64       `json:"per_worker"`
 	Server    ServerCost    `json:"server"`
-	Err       string        `json:"error,omitempty"`
+	// WakeUps is what the subscriptions of relock's Clients received,
+	// summed over the processes; nil for the other libraries.
+	WakeUps *WakeCount `json:"wake_ups,omitempty"`
+	Err     string     `json:"error,omitempty"`
+}
+
+// WokenPerHandoff returns the wake-up messages the processes received per
+// handoff, and reports whether they were counted. Each message wakes the
+// process that receives it: a broadcast wakes every process subscribed to
+// the lock, a named wake-up one. A process that receives two for one
+// handoff counts twice, so this bounds the processes woken per handoff
+// from above.
+func (h HotKeyRow) WokenPerHandoff() (float64, bool) {
+	if h.WakeUps == nil || h.Acquisitions == 0 {
+		return 0, false
+	}
+	return float64(h.WakeUps.WakeUps()) / float64(h.Acquisitions), true
+}
+
+// LossRow is the loss notice's latency for one kind of lock: from the
+// moment another Client calls ForceUnlock to the end of the holder's
+// lease.Context().
+type LossRow struct {
+	Lib
+	Lease   time.Duration `json:"lease_ns"` // of each hold, watchdog-managed
+	N       int           `json:"n"`
+	P50     time.Duration `json:"p50_ns"`
+	P99     time.Duration `json:"p99_ns"`
+	Max     time.Duration `json:"max_ns"`
+	Late    int           `json:"late"`    // samples over lossLate: the notice was lost and a renewal found the loss
+	Notices int64         `json:"notices"` // loss notices the holder's Client received
+	Err     string        `json:"error,omitempty"`
 }
 
 // WatchdogRow is scenario 6: many leases kept alive by a library's own

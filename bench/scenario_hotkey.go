@@ -25,14 +25,17 @@ import (
 // which holder switches are counted; with the time each wait began, they
 // also give the grants that overtook an earlier waiter (see overtakes).
 //
-// The same rows, in other shapes: 32 waiters in 16 processes of 2 (a
-// release must wake one waiter per lock, not one per process), and 1 to
-// 1,000 waiters in up to 4 processes (a release must wake O(1) waiters).
+// The same rows, in other shapes: 32 waiters in 16 processes of 2, and
+// 64 processes of one waiter (the pod shape) against as many waiters in 2
+// processes (a release must wake one process per handoff, not one per
+// process with a waiter), and 1 to 1,000 waiters in up to 4 processes (a
+// release must wake O(1) waiters).
 
 // hotShape is how a hot-key row spreads its waiters, and how long it runs.
 type hotShape struct {
 	procs, waiters int
 	d              time.Duration
+	tag            string // in the lock's name: tells apart rows of one shape
 }
 
 // workers returns how many waiters process i runs: the waiters split as
@@ -57,7 +60,7 @@ func (s hotShape) firstID(i int) int {
 // hotKeyRows runs every library at every hold, in the main shape.
 func (r *runner) hotKeyRows(ctx context.Context) []HotKeyRow {
 	p := r.plan
-	shape := hotShape{procs: p.hotKeyProcs, waiters: p.hotKeyProcs * p.hotKeyWorkers, d: p.hotKey}
+	shape := p.mainShape()
 	var rows []HotKeyRow
 	for _, hold := range p.holds {
 		for _, lib := range librariesIn(inHotKey) {
@@ -75,16 +78,30 @@ func (r *runner) hotKeyRows(ctx context.Context) []HotKeyRow {
 // spreadRows runs the libraries of the spread set at zero hold, with the
 // main shape's waiters in many processes of few waiters each.
 func (r *runner) spreadRows(ctx context.Context) []HotKeyRow {
-	p := r.plan
-	shape := hotShape{procs: p.spreadProcs, waiters: p.spreadProcs * p.spreadWorkers, d: p.hotKey}
+	return r.shapeRows(ctx, "spread", inSpread, r.plan.spreadShape())
+}
+
+// podRows runs the libraries of the spread set at zero hold in the pod
+// shape, each process with one waiter, and before it, in the same run,
+// the same waiters in two processes, which it is compared with.
+func (r *runner) podRows(ctx context.Context) []HotKeyRow {
+	base, pods := r.plan.podShapes()
+	return r.shapeRows(ctx, "pods", inSpread, base, pods)
+}
+
+// shapeRows runs each library of set at zero hold in each of shapes in
+// turn, and logs each row as what.
+func (r *runner) shapeRows(ctx context.Context, what string, set scenarios, shapes ...hotShape) []HotKeyRow {
 	var rows []HotKeyRow
-	for _, lib := range librariesIn(inSpread) {
-		if ctx.Err() != nil {
-			break
+	for _, lib := range librariesIn(set) {
+		for _, shape := range shapes {
+			if ctx.Err() != nil {
+				return rows
+			}
+			row := r.hotKeyRow(ctx, lib, 0, shape, "")
+			r.logRow(what, row)
+			rows = append(rows, row)
 		}
-		row := r.hotKeyRow(ctx, lib, 0, shape, "")
-		r.logRow("spread", row)
-		rows = append(rows, row)
 	}
 	return rows
 }
@@ -112,9 +129,13 @@ func (r *runner) waitersRows(ctx context.Context) []HotKeyRow {
 const waitersProcs = 4
 
 func (r *runner) logRow(what string, row HotKeyRow) {
-	r.logf("%-8s %-28s %2d procs %4d waiters hold %-4v %8.0f handoffs/s  wait p99 %-9v jain %.2f  %5.1f cmd/handoff %5.2f evalsha/handoff  fifo %d  failures %d %s",
+	woken := ""
+	if w, ok := row.WokenPerHandoff(); ok {
+		woken = fmt.Sprintf("  %5.2f woken/handoff (%d named + %d broadcast)", w, row.WakeUps.Named, row.WakeUps.Broadcast)
+	}
+	r.logf("%-8s %-28s %2d procs %4d waiters hold %-4v %8.0f handoffs/s  wait p99 %-9v jain %.2f  %5.1f cmd/handoff %5.2f evalsha/handoff%s  fifo %d  failures %d %s",
 		what, row.ID, row.Processes, row.Workers, row.Hold, row.HandoffsSec, row.WaitP99.Round(time.Microsecond), row.Jain,
-		row.Server.PerOp, row.Server.ScriptsOp, row.FIFOViolations, row.Failures, row.Err)
+		row.Server.PerOp, row.Server.ScriptsOp, woken, row.FIFOViolations, row.Failures, row.Err)
 }
 
 // hotKeyRow runs one library at one hold in one shape. With profile set,
@@ -122,7 +143,11 @@ func (r *runner) logRow(what string, row HotKeyRow) {
 func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration, shape hotShape, profile string) HotKeyRow {
 	p := r.plan
 	row := HotKeyRow{Lib: lib.Lib, Hold: hold, Processes: shape.procs, Workers: shape.waiters, Seconds: shape.d.Seconds()}
-	key := r.key("hot", lib.ID, hold.String(), fmt.Sprintf("%dx%d", shape.procs, shape.waiters))
+	name := []string{"hot", lib.ID, hold.String(), fmt.Sprintf("%dx%d", shape.procs, shape.waiters)}
+	if shape.tag != "" {
+		name = append(name, shape.tag)
+	}
+	key := r.key(name...)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // kills the children if this returns early
 
@@ -185,11 +210,16 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 		return row
 	}
 	var sent map[string]int64
+	var wakeUps WakeCount
 	for _, part := range parts {
 		sent = addSent(sent, part.Sent)
+		wakeUps = wakeUps.plus(part.Received)
 	}
 	mergeHotKey(&row, parts, lib.overlaps, lib.ordered)
 	row.Server = diff(before, after).cost(row.Acquisitions, sent)
+	if lib.Relock {
+		row.WakeUps = &wakeUps
+	}
 	return row
 }
 
@@ -336,6 +366,7 @@ type hotKeyPart struct {
 	Reads      int64            `json:"reads,omitempty"`
 	Writes     int64            `json:"writes,omitempty"` // of a read-write lock: reads + writes = acquisitions
 	Sent       map[string]int64 `json:"sent"`             // commands the process's client sent, by name
+	Received   WakeCount        `json:"received"`         // what the subscriptions of the process's client received (relock's)
 }
 
 // hotKeyChild is a process of a hot-key row: it opens the library, says
@@ -364,7 +395,7 @@ func hotKeyChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Wr
 	if err := unlock(); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
-	sent0 := sent.snapshot()
+	sent0, received0 := sent.snapshot(), sent.wakeUps()
 	if _, err := fmt.Fprintln(stdout, "ready"); err != nil {
 		return nil, err
 	}
@@ -393,6 +424,7 @@ func hotKeyChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Wr
 	stopProfile()
 	part := collectPart(stats, s.FirstID)
 	part.Sent = sentSince(sent0, sent.snapshot())
+	part.Received = sent.wakeUps().minus(received0)
 	return part, nil
 }
 

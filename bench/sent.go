@@ -15,10 +15,12 @@ import (
 // INFO commandstats counts those twice, on their own and in the EVALSHA
 // that ran them (see serverDelta.cost). A nil *sentCommands counts
 // nothing. Counting takes a read lock and an atomic add, and allocates
-// nothing once a name has been seen.
+// nothing once a name has been seen. It also counts what the client's
+// dedicated connections receive (relock's wake-ups; see received).
 type sentCommands struct {
-	mu sync.RWMutex             // guards the keys of n; the counters are atomic
-	n  map[string]*atomic.Int64 // by the name as the client spells it
+	mu       sync.RWMutex             // guards the keys of n; the counters are atomic
+	n        map[string]*atomic.Int64 // by the name as the client spells it
+	received received
 }
 
 func newSentCommands() *sentCommands {
@@ -90,6 +92,7 @@ func addSent(d, o map[string]int64) map[string]int64 {
 // wrap returns rc counting its commands into s, or rc itself for a nil s.
 // Commands sent on a dedicated connection (relock's subscriptions) are not
 // counted; serverDelta.cost counts the commands no script can run anyway.
+// The messages such a connection receives are (see sentClient.Dedicate).
 func (s *sentCommands) wrap(rc rueidis.Client) rueidis.Client {
 	if s == nil {
 		return rc
@@ -98,7 +101,7 @@ func (s *sentCommands) wrap(rc rueidis.Client) rueidis.Client {
 }
 
 // sentClient is a rueidis.Client that counts the commands sent through Do,
-// DoMulti and Receive.
+// DoMulti and Receive, and the messages its dedicated connections receive.
 type sentClient struct {
 	rueidis.Client
 	sent *sentCommands

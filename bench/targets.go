@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/relockgo/relock"
 )
 
 // relock's performance targets, numbered by group (Target.Issue): the
@@ -19,8 +21,13 @@ const (
 	targetVsRueidisTuned   = 1.0  // 3: distinct keys ≥ rueidislock, KeyMajority 1
 	targetFairVsMutex      = 1.0  // 4: fair handoffs/s ≥ the mutex's, zero hold
 	targetFairWaitMax      = 3.0  // 4: fair wait max ≤ 3× its wait p99
-	targetSpreadVsMain     = 0.8  // 4: 16 processes × 2 ≥ 0.8× 2 processes × 16
-	targetSpreadCommands   = 15.0 // 4: Redis commands per handoff, 16 processes × 2
+	targetSpreadVsMain     = 0.8  // 8: 16 processes × 2 ≥ 0.8× 2 processes × 16
+	targetSpreadWaitP99    = 2.0  // 8: wait p99 at 16 processes × 2 ≤ 2× at 2 × 16
+	targetSpreadCommands   = 15.0 // 8: Redis commands per handoff, 16 processes × 2
+	targetPodsVsBase       = 0.7  // 8: 64 processes × 1 ≥ 0.7× 2 processes × 32
+	targetWoken            = 2.0  // 8: processes woken per handoff at 16 × 2 and 64 × 1
+	targetLossP99          = 100 * time.Millisecond
+	targetLossSamples      = 100  // 8: loss notice latency over at least this many force unlocks
 	targetRWCommands       = 20.0 // 5: Redis commands per handoff, rwlock 90/10
 	targetHeldVsNone       = 0.8  // 6: Lock+Unlock/s with 100k held ≥ 0.8× with none
 	targetTake             = 10 * time.Second
@@ -141,7 +148,7 @@ func evaluate(res *Results) []Target {
 		ts = append(ts, t)
 	}
 
-	// 4. The fair lock, and one wake-up per lock rather than per process.
+	// 4. The fair lock.
 	fair, mx := hotKey(res, "relock-fair", 0), hotKey(res, "relock", 0)
 	t = target(4, "hotkey", "relock-fair", "hot key, zero hold, 2 processes × 16: fair lock's handoffs/s vs the mutex's", "fair handoffs/s ÷ the mutex's (zero hold)",
 		fmt.Sprintf("≥ %.1f×", targetFairVsMutex))
@@ -163,27 +170,6 @@ func evaluate(res *Results) []Target {
 		t.set(r, r <= targetFairWaitMax, times(r), "%.2f× (%s vs %s)", r, fmtDur(fair.WaitMax), fmtDur(fair.WaitP99))
 	}
 	ts = append(ts, t)
-	for _, id := range waitKinds {
-		sp, main := spread(res, id), hotKey(res, id, 0)
-		shape := "16 processes × 2"
-		if sp != nil {
-			shape = fmt.Sprintf("%d processes × %d", sp.Processes, sp.Workers/max(sp.Processes, 1))
-		}
-		t := target(4, "spread", id, fmt.Sprintf("hot key, zero hold, %s: %s handoffs/s vs its 2 processes × 16", shape, kindName(id)),
-			kindName(id)+": handoffs/s, "+shape+" ÷ 2 × 16", fmt.Sprintf("≥ %.1f×", targetSpreadVsMain))
-		if sp != nil && main != nil && main.HandoffsSec > 0 {
-			r := sp.HandoffsSec / main.HandoffsSec
-			t.set(r, r >= targetSpreadVsMain, times(r), "%.2f× (%s vs %s handoffs/s)", r, fmtRate(sp.HandoffsSec), fmtRate(main.HandoffsSec))
-		}
-		ts = append(ts, t)
-		t = target(4, "spread", id, fmt.Sprintf("hot key, zero hold, %s: %s Redis commands per handoff", shape, kindName(id)),
-			kindName(id)+": Redis commands/handoff, "+shape, fmt.Sprintf("≤ %.0f", targetSpreadCommands))
-		if sp != nil && sp.Acquisitions > 0 {
-			t.set(sp.Server.PerOp/targetSpreadCommands, sp.Server.PerOp <= targetSpreadCommands, fmt.Sprintf("%.1f", sp.Server.PerOp), "%.1f (%.2f× the bound)", sp.Server.PerOp, sp.Server.PerOp/targetSpreadCommands)
-		}
-		ts = append(ts, t)
-	}
-
 	// 5. The read-write lock.
 	t = target(5, "hotkey-rw", "relock-rwlock-mix", "hot key, zero hold, rwlock 90% RLock / 10% Lock: Redis commands per handoff (reads and writes per second)",
 		"rwlock 90/10: Redis commands/handoff", fmt.Sprintf("≤ %.0f", targetRWCommands))
@@ -255,7 +241,109 @@ func evaluate(res *Results) []Target {
 		}
 		ts = append(ts, t)
 	}
+	return append(ts, wakeTargets(res)...)
+}
+
+// wakeTargets are group 8: a handoff wakes one process, however many
+// processes wait, and a hold another's call ended is told at once.
+func wakeTargets(res *Results) []Target {
+	var ts []Target
+	for _, id := range waitKinds {
+		sp, main := spread(res, id), hotKey(res, id, 0)
+		shape := "16 processes × 2"
+		if sp != nil {
+			shape = fmt.Sprintf("%d processes × %d", sp.Processes, sp.Workers/max(sp.Processes, 1))
+		}
+		t := target(8, "spread", id, fmt.Sprintf("hot key, zero hold, %s: %s handoffs/s vs its 2 processes × 16", shape, kindName(id)),
+			kindName(id)+": handoffs/s, "+shape+" ÷ 2 × 16", fmt.Sprintf("≥ %.1f×", targetSpreadVsMain))
+		if sp != nil && main != nil && main.HandoffsSec > 0 {
+			r := sp.HandoffsSec / main.HandoffsSec
+			t.set(r, r >= targetSpreadVsMain, times(r), "%.2f× (%s vs %s handoffs/s)", r, fmtRate(sp.HandoffsSec), fmtRate(main.HandoffsSec))
+		}
+		ts = append(ts, t)
+		t = target(8, "spread", id, fmt.Sprintf("hot key, zero hold, %s: %s wait p99 vs its 2 processes × 16", shape, kindName(id)),
+			kindName(id)+": wait p99, "+shape+" ÷ 2 × 16", fmt.Sprintf("≤ %.0f×", targetSpreadWaitP99))
+		if sp != nil && main != nil && main.WaitP99 > 0 {
+			r := float64(sp.WaitP99) / float64(main.WaitP99)
+			t.set(r, r <= targetSpreadWaitP99, times(r), "%.2f× (%s vs %s)", r, fmtDur(sp.WaitP99), fmtDur(main.WaitP99))
+		}
+		ts = append(ts, t)
+		t = target(8, "spread", id, fmt.Sprintf("hot key, zero hold, %s: %s Redis commands per handoff", shape, kindName(id)),
+			kindName(id)+": Redis commands/handoff, "+shape, fmt.Sprintf("≤ %.0f", targetSpreadCommands))
+		if sp != nil && sp.Acquisitions > 0 {
+			t.set(sp.Server.PerOp/targetSpreadCommands, sp.Server.PerOp <= targetSpreadCommands, fmt.Sprintf("%.1f", sp.Server.PerOp), "%.1f (%.2f× the bound)", sp.Server.PerOp, sp.Server.PerOp/targetSpreadCommands)
+		}
+		ts = append(ts, t)
+	}
+	for _, id := range waitKinds {
+		pod, base := pods(res, id)
+		shape, baseShape := "64 processes × 1", "2 × 32"
+		if pod != nil {
+			shape = fmt.Sprintf("%d processes × 1", pod.Processes)
+		}
+		if base != nil {
+			baseShape = fmt.Sprintf("%d × %d", base.Processes, base.Workers/max(base.Processes, 1))
+		}
+		t := target(8, "pods", id, fmt.Sprintf("hot key, zero hold, %s: %s handoffs/s vs the same waiters in %s processes", shape, kindName(id), baseShape),
+			kindName(id)+": handoffs/s, "+shape+" ÷ "+baseShape, fmt.Sprintf("≥ %.1f×", targetPodsVsBase))
+		if pod != nil && base != nil && base.HandoffsSec > 0 {
+			r := pod.HandoffsSec / base.HandoffsSec
+			t.set(r, r >= targetPodsVsBase, times(r), "%.2f× (%s vs %s handoffs/s)", r, fmtRate(pod.HandoffsSec), fmtRate(base.HandoffsSec))
+		}
+		ts = append(ts, t)
+	}
+	for _, id := range waitKinds {
+		sp, pod := spread(res, id), podRow(res, id)
+		spShape, podShape := "16 × 2", "64 × 1"
+		if sp != nil {
+			spShape = fmt.Sprintf("%d × %d", sp.Processes, sp.Workers/max(sp.Processes, 1))
+		}
+		if pod != nil {
+			podShape = fmt.Sprintf("%d × 1", pod.Processes)
+		}
+		t := target(8, "spread", id, fmt.Sprintf("hot key, zero hold: %s processes woken per handoff (wake-up messages the processes received ÷ handoffs), at %s and at %s processes × waiters", kindName(id), spShape, podShape),
+			kindName(id)+": processes woken/handoff, "+spShape+" and "+podShape, fmt.Sprintf("≤ %.0f", targetWoken))
+		ws, okS := woken(sp)
+		wp, okP := woken(pod)
+		if okS && okP {
+			worst := max(ws, wp)
+			t.set(worst/targetWoken, worst <= targetWoken, fmt.Sprintf("%.2f, %.2f", ws, wp), "%.2f at %s (%s), %.2f at %s (%s)",
+				ws, spShape, wakeSplit(sp), wp, podShape, wakeSplit(pod))
+		}
+		ts = append(ts, t)
+	}
+	for _, k := range lossKinds {
+		t := target(8, "loss", k.ID, fmt.Sprintf("%s: ForceUnlock from another Client to the holder's lease.Context() done, default %s lease: p50 and p99 over ≥ %d force unlocks", lossName(k.Lib), fmtDur(relock.DefaultWatchdogTimeout), targetLossSamples),
+			lossName(k.Lib)+": loss told, p50 / p99", fmt.Sprintf("reported; p99 ≤ %s", fmtDur(targetLossP99)))
+		if l := lossOf(res, k.ID); l != nil && l.N > 0 {
+			pass := l.Err == "" && l.N >= targetLossSamples && l.P99 <= targetLossP99
+			t.set(float64(l.P99)/float64(targetLossP99), pass, fmtDur(l.P50)+" / "+fmtDur(l.P99), "p50 %s, p99 %s, max %s over %d force unlocks; %d later than %s (found by a renewal)%s",
+				fmtDur(l.P50), fmtDur(l.P99), fmtDur(l.Max), l.N, l.Late, fmtDur(lossLate), errNote(l.Err))
+		}
+		ts = append(ts, t)
+	}
 	return ts
+}
+
+// woken returns h's processes woken per handoff, if h was counted.
+func woken(h *HotKeyRow) (float64, bool) {
+	if h == nil {
+		return 0, false
+	}
+	return h.WokenPerHandoff()
+}
+
+// wakeSplit renders h's wake-ups per handoff by channel.
+func wakeSplit(h *HotKeyRow) string {
+	n := float64(max(h.Acquisitions, 1))
+	return fmt.Sprintf("%.2f named + %.2f broadcast", float64(h.WakeUps.Named)/n, float64(h.WakeUps.Broadcast)/n)
+}
+
+func errNote(err string) string {
+	if err == "" {
+		return ""
+	}
+	return "; error: " + err
 }
 
 // tripsPer100Due returns k's renewal round trips per 100 renewals due:
@@ -321,6 +409,52 @@ func hotKey(res *Results, id string, hold time.Duration) *HotKeyRow {
 		}
 	}
 	return nil
+}
+
+// pods returns id's row in the pod shape, one waiter per process, and its
+// baseline, the same waiters in fewer processes.
+func pods(res *Results, id string) (pod, base *HotKeyRow) {
+	pod = podRow(res, id)
+	if pod == nil {
+		return nil, nil
+	}
+	for i := range res.Pods {
+		if r := &res.Pods[i]; r.ID == id && r.Err == "" && r.Workers == pod.Workers && r.Processes < pod.Processes {
+			return pod, r
+		}
+	}
+	return pod, nil
+}
+
+// podRow returns id's row in the pod shape: as many processes as waiters.
+func podRow(res *Results, id string) *HotKeyRow {
+	for i := range res.Pods {
+		if r := &res.Pods[i]; r.ID == id && r.Err == "" && r.Processes == r.Workers {
+			return r
+		}
+	}
+	return nil
+}
+
+// lossOf returns the loss row of id.
+func lossOf(res *Results, id string) *LossRow {
+	for i := range res.Loss {
+		if r := &res.Loss[i]; r.ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// lossName names a loss row's kind.
+func lossName(l Lib) string {
+	switch l.ID {
+	case "relock-rwlock-write":
+		return "rwlock write"
+	case "relock-rwlock-read":
+		return "rwlock read"
+	}
+	return kindName(l.ID)
 }
 
 func spread(res *Results, id string) *HotKeyRow {
