@@ -17,6 +17,7 @@ import (
 	"github.com/relockgo/relock/redlock"
 	"github.com/relockgo/relock/reentrant"
 	"github.com/relockgo/relock/rwlock"
+	"github.com/relockgo/relock/semaphore"
 )
 
 // forcible is a lock as TestLossIsToldAtOnce takes and forces it.
@@ -65,6 +66,10 @@ func TestLossIsToldAtOnce(t *testing.T) {
 		{"rwlock-read", func(c *relock.Client, name string) forcible {
 			m := rwlock.New(c, name)
 			return forcible{m.RLock, m.ForceUnlock}
+		}},
+		{"semaphore", func(c *relock.Client, name string) forcible {
+			s := semaphore.New(c, name, 3)
+			return forcible{func(ctx context.Context) (*relock.Lease, error) { return s.Acquire(ctx, 2) }, s.ForceUnlock}
 		}},
 	}
 	run := func(t *testing.T, held, forced func(name string) forcible, listening func() bool) {

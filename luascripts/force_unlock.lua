@@ -24,9 +24,10 @@ if kind == 'string' then
   holders = {owner}
 elseif kind == 'hash' then
   -- owner id -> hold count; a read-write lock's "mode" field is no owner
-  -- (owner ids hold a ':').
+  -- (owner ids hold a ':'), nor a semaphore's "want:" owner id of a
+  -- waiter (see semaphore.lua).
   for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-    if string.find(field, ':', 1, true) then
+    if string.find(field, ':', 1, true) and string.sub(field, 1, 5) ~= 'want:' then
       holders[#holders + 1] = field
     end
   end

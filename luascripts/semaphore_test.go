@@ -46,3 +46,18 @@ func TestSemaphoreReleaseServesTheHeadInOrder(t *testing.T) {
 	got := k.semAttempt(t, rc, "b", "1", 2, 4)
 	assert.Equal(t, int64(1), got[0])
 }
+
+// A force unlock of a semaphore tells each holder it lost its permits, by
+// name, and no waiter: a queued waiter's "want:" field is no holder.
+func TestSemaphoreForceUnlockTellsHoldersOnly(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttempt(t, rc, "c1:1", "1", 2, 3)[0])
+	require.Equal(t, int64(1), k.semAttempt(t, rc, "c2:1", "1", 1, 3)[0])
+	require.Equal(t, int64(0), k.semAttempt(t, rc, "c3:1", "1", 2, 3)[0], "queued: wants 2 of the none left")
+	require.NoError(t, rc.Do(t.Context(), rc.B().ConfigResetstat().Build()).Error())
+	n, err := run(t, rc, luascripts.ForceUnlock, []string{k.lock, k.readers, k.gone}, []string{k.wake, "publish", "0"}).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	assert.Equal(t, 3, commandCalls(t, rc)["publish"], "the broadcast and one notice per holder, none for the waiter")
+}

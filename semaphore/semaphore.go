@@ -216,9 +216,11 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 
 // ForceUnlock frees every permit of the semaphore whoever holds it, wakes
 // its waiters (those first in the queue acquire), and reports whether any
-// permit was held. The queue is kept. It is an administrative action: the
-// holders are not told at once, but their next renewal finds their holding
-// gone and their leases are then lost (relock.ErrLockLost).
+// permit was held. The queue is kept. It is an administrative action: each
+// holder's Client is sent a loss notice, and the holder's lease Context
+// ends at once with cause relock.ErrLockLost; a notice that is lost
+// (pub/sub is at-most-once) leaves it to the holder's next renewal, which
+// finds the holding gone.
 func (s *Semaphore) ForceUnlock(ctx context.Context) (bool, error) {
 	if s.err != nil {
 		return false, s.err
