@@ -27,6 +27,11 @@ const (
 	targetPodsVsBase       = 0.7  // 8: 64 processes × 1 ≥ 0.7× 2 processes × 32
 	targetWoken            = 2.0  // 8: processes woken per handoff at 16 × 2 and 64 × 1
 	targetLossP99          = 100 * time.Millisecond
+	targetRedisUsec        = 20.0 // 9: Redis µs per uncontended Lock+Unlock
+	targetRedisUsecVsBsm   = 2.0  // 9: ≤ 2× bsm/redislock's Redis µs
+	targetFastestVsBsm     = 1.0  // 9: the fastest setup's p50 ≤ bsm/redislock's
+	targetSemaphoreP50     = 1.1  // 10: semaphore Acquire(1)+Unlock p50 ≤ 1.1× the mutex's
+	targetSemaphoreGrants  = 3.0  // 10: semaphore grants/s ≥ 3× the mutex's handoffs/s
 	targetLossSamples      = 100  // 8: loss notice latency over at least this many force unlocks
 	targetRWCommands       = 20.0 // 5: Redis commands per handoff, rwlock 90/10
 	targetHeldVsNone       = 0.8  // 6: Lock+Unlock/s with 100k held ≥ 0.8× with none
@@ -322,6 +327,8 @@ func wakeTargets(res *Results) []Target {
 		}
 		ts = append(ts, t)
 	}
+	ts = append(ts, uncontendedPathTargets(res)...)
+	ts = append(ts, semaphoreTargets(res)...)
 	return ts
 }
 
@@ -487,4 +494,68 @@ func watchdogScale(res *Results) []WatchdogRow {
 	}
 	slices.SortFunc(rows, func(a, b WatchdogRow) int { return a.Leases - b.Leases })
 	return rows
+}
+
+// uncontendedPathTargets are group 9: the Redis time of an uncontended
+// Lock+Unlock, and the latency of the fastest setup for one caller.
+func uncontendedPathTargets(res *Results) []Target {
+	var ts []Target
+	u, bsm, np := uncontended(res, "relock"), uncontended(res, "bsm"), uncontended(res, "relock-nopipe")
+	t := target(9, "uncontended", "relock", "uncontended Lock+Unlock: Redis µs per op (INFO commandstats, both scripts)", "Redis µs per Lock+Unlock",
+		fmt.Sprintf("≤ %.0f µs", targetRedisUsec))
+	if u != nil && u.Server.UsecKnown {
+		t.set(u.Server.UsecOp/targetRedisUsec, u.Server.UsecOp <= targetRedisUsec, fmt.Sprintf("%.1f µs", u.Server.UsecOp), "%.1f µs per Lock+Unlock", u.Server.UsecOp)
+	}
+	ts = append(ts, t)
+	t = target(9, "uncontended", "relock", "uncontended Lock+Unlock: Redis µs per op vs bsm/redislock's", "Redis µs ÷ bsm/redislock's", fmt.Sprintf("≤ %.1f×", targetRedisUsecVsBsm))
+	if u != nil && bsm != nil && u.Server.UsecKnown && bsm.Server.UsecKnown && bsm.Server.UsecOp > 0 {
+		r := u.Server.UsecOp / bsm.Server.UsecOp
+		t.set(r, r <= targetRedisUsecVsBsm, times(r), "%.2f× (%.1f vs %.1f µs)", r, u.Server.UsecOp, bsm.Server.UsecOp)
+	}
+	ts = append(ts, t)
+	t = target(9, "uncontended", "relock-nopipe", "uncontended Lock+Unlock p50, the fastest setup for one caller (a client with DisableAutoPipelining) vs bsm/redislock at its defaults",
+		"fastest setup's p50 ÷ bsm/redislock's", fmt.Sprintf("≤ %.1f×", targetFastestVsBsm))
+	if np != nil && bsm != nil && bsm.P50 > 0 {
+		r := float64(np.P50) / float64(bsm.P50)
+		t.set(r, r <= targetFastestVsBsm, times(r), "%.2f× (%s vs %s)", r, fmtDur(np.P50), fmtDur(bsm.P50))
+	}
+	ts = append(ts, t)
+	t = target(9, "uncontended", "relock", "uncontended Lock+Unlock p50 at rueidis's defaults vs two pipelined PINGs plus the scripts' Redis time", "p50 ÷ (2 × PING + Redis µs)", "≤ 1.0×")
+	if ping := floorP50(res, floorPipelined); u != nil && ping > 0 && u.Server.UsecKnown {
+		bound := 2*ping + time.Duration(u.Server.UsecOp*float64(time.Microsecond))
+		r := float64(u.P50) / float64(bound)
+		t.set(r, r <= 1, times(r), "%.2f× (%s vs 2 × %s + %.1f µs = %s)", r, fmtDur(u.P50), fmtDur(ping), u.Server.UsecOp, fmtDur(bound))
+	}
+	ts = append(ts, t)
+	return ts
+}
+
+// semaphoreTargets are group 10: the semaphore's uncontended latency and
+// its grants with permits in flight.
+func semaphoreTargets(res *Results) []Target {
+	var ts []Target
+	su, mu := uncontended(res, "relock-semaphore"), uncontended(res, "relock")
+	t := target(10, "uncontended", "relock-semaphore", "uncontended semaphore Acquire(1)+Unlock p50 vs the mutex's Lock+Unlock", "semaphore p50 ÷ the mutex's",
+		fmt.Sprintf("≤ %.1f×", targetSemaphoreP50))
+	if su != nil && mu != nil && mu.P50 > 0 {
+		r := float64(su.P50) / float64(mu.P50)
+		t.set(r, r <= targetSemaphoreP50, times(r), "%.2f× (%s vs %s)", r, fmtDur(su.P50), fmtDur(mu.P50))
+	}
+	ts = append(ts, t)
+	sh, mh := hotKey(res, "relock-semaphore", 0), hotKey(res, "relock", 0)
+	t = target(10, "hotkey", "relock-semaphore", fmt.Sprintf("hot key, zero hold, 2 processes × 16: semaphore (size %d) grants/s vs the mutex's handoffs/s", semaphoreSize),
+		"semaphore grants/s ÷ the mutex's handoffs/s", fmt.Sprintf("≥ %.0f×", targetSemaphoreGrants))
+	if sh != nil && mh != nil && mh.HandoffsSec > 0 {
+		r := sh.HandoffsSec / mh.HandoffsSec
+		t.set(r, r >= targetSemaphoreGrants, times(r), "%.2f× (%s vs %s)", r, fmtRate(sh.HandoffsSec), fmtRate(mh.HandoffsSec))
+	}
+	ts = append(ts, t)
+	t = target(10, "hotkey", "relock-semaphore", fmt.Sprintf("hot key, zero hold: semaphore's FIFO violations (grants overtaking a waiter that began ≥ %s earlier)", fmtDur(fifoTolerance)),
+		"semaphore FIFO violations", "0")
+	if sh != nil && sh.FIFOViolations >= 0 {
+		r := float64(sh.FIFOViolations) / float64(max(sh.Acquisitions, 1))
+		t.set(r, sh.FIFOViolations == 0, fmt.Sprint(sh.FIFOViolations), "%d of %s grants", sh.FIFOViolations, fmtRate(float64(sh.Acquisitions)))
+	}
+	ts = append(ts, t)
+	return ts
 }
