@@ -42,7 +42,15 @@
 -- lock of another kind with the same name. Returns {0, -1} for an owner
 -- recorded as gone, and neither takes nor queues: its caller gave up
 -- before this attempt landed.
-local head, gone, locked = look_ahead(KEYS[5], KEYS[3], KEYS[1], ARGV[1])
+-- The uncontended acquire first, in as few steps as it takes: nobody gone,
+-- nobody queued and the lock free (look_ahead's EXISTS, the lock named
+-- four times: 0 says all three), so that the lock is this owner's.
+local seen = redis.call('exists', KEYS[5], KEYS[3], KEYS[3], KEYS[1], KEYS[1], KEYS[1], KEYS[1])
+if seen == 0 then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, next_token(KEYS[2])}
+end
+local head, gone, locked = look_ahead(KEYS[5], KEYS[3], KEYS[1], ARGV[1], seen)
 if gone then
   return {0, -1}
 end

@@ -26,14 +26,19 @@
 -- Returns 1 when released, 0 when the lock was not held by this owner (it
 -- expired, was force-unlocked, another owner holds it now, or a lock of
 -- another kind took the name: the key is not a string).
-record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
-if holder(KEYS[1]) ~= ARGV[1] then
+if ARGV[5] ~= '0' then
+  record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
+end
+if redis.pcall('get', KEYS[1]) ~= ARGV[1] then
   if dequeue(KEYS[2], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
     wake_first(KEYS[2], ARGV[3], ARGV[2], 'one')
   end
   return 0
 end
-if not hand_on(KEYS[5], KEYS[2], KEYS[1], true, ARGV[3], ARGV[2]) then
+-- One ZPOPMIN says whether anyone is queued, the uncontended release's
+-- case (the lock is then deleted), and takes the first waiter if so.
+local first = redis.call('zpopmin', KEYS[2], 2)
+if not first[1] or not hand_on(KEYS[5], KEYS[2], KEYS[1], true, ARGV[3], ARGV[2], first) then
   redis.call('del', KEYS[1])
   redis.call(ARGV[3], ARGV[2], 'one')
 end

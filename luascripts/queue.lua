@@ -123,8 +123,8 @@ end
 -- EXISTS alone, whose answer about the lock spares the look at it that an
 -- attempt would take otherwise: the uncontended acquire of a hash, and
 -- the first attempt of an owner behind another waiter (look_at_lock).
-local function look_ahead(gone, queue, lock, owner)
-  local n = redis.call('exists', gone, queue, queue, lock, lock, lock, lock)
+local function look_ahead(gone, queue, lock, owner, n)
+  n = n or redis.call('exists', gone, queue, queue, lock, lock, lock, lock)
   local head = nil
   if n % 4 >= 2 then
     head = queue_head(queue)
@@ -351,10 +351,12 @@ end
 -- grant's expiry (held_wait), should it never act.
 -- A first waiter these scripts cannot grant to (a semaphore's) keeps its
 -- place and is woken by name to try now, as the lock is free.
--- Returns the granted owner, or nil.
-local function hand_on(fence, queue, key, stale, pub, channel)
+-- first, if not nil, is the queue's first two members (and scores), which
+-- the caller popped already (ZPOPMIN queue 2). Returns the granted owner,
+-- or nil.
+local function hand_on(fence, queue, key, stale, pub, channel, first)
   while true do
-    local first = redis.call('zpopmin', queue, 2)
+    first = first or redis.call('zpopmin', queue, 2)
     if not first[1] then
       return nil
     end
@@ -373,5 +375,6 @@ local function hand_on(fence, queue, key, stale, pub, channel)
       -- Not a waiter's pair: only the first member was none.
       redis.call('zadd', queue, first[4], first[3])
     end
+    first = nil
   end
 end
