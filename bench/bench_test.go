@@ -248,6 +248,14 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("pod shape %s: processes woken per handoff not counted", id)
 		}
 	}
+	if shapes := sp.ringShapes(); len(res.Ring) != len(shapes) {
+		t.Errorf("%d ring rows, want %d", len(res.Ring), len(shapes))
+	}
+	for _, g := range res.Ring {
+		if g.Err != "" || g.Passes == 0 || g.PassP50 <= 0 {
+			t.Errorf("ring %d × %d: %d passes, p50 %v, error %q", g.Processes, g.Workers, g.Passes, g.PassP50, g.Err)
+		}
+	}
 	if len(res.Loss) != len(lossKinds) {
 		t.Errorf("%d loss rows, want %d", len(res.Loss), len(lossKinds))
 	}

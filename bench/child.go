@@ -20,7 +20,7 @@ const childEnv = "RELOCK_BENCH_CHILD"
 
 // childSpec is what a child process runs.
 type childSpec struct {
-	Mode string `json:"mode"` // "hotkey" or "watchdog"
+	Mode string `json:"mode"` // "hotkey", "ring" or "watchdog"
 	Addr string `json:"addr"`
 	Lib  string `json:"lib"`
 	// Limit bounds the child's life: it exits on its own after it.
@@ -34,6 +34,11 @@ type childSpec struct {
 	FirstID    int           `json:"first_id,omitempty"` // global number of the first worker
 	Hold       time.Duration `json:"hold,omitempty"`
 	MaxSamples int           `json:"max_samples,omitempty"`
+
+	// ring (and Prefix, Workers, MaxSamples): the process is number
+	// Index of Procs.
+	Procs int `json:"procs,omitempty"`
+	Index int `json:"index,omitempty"`
 
 	// watchdog
 	Prefix string        `json:"prefix,omitempty"`
@@ -53,11 +58,12 @@ type childResult struct {
 	Err      string       `json:"error,omitempty"`
 	HotKey   *hotKeyPart  `json:"hot_key,omitempty"`
 	Watchdog *WatchdogRow `json:"watchdog,omitempty"`
+	Ring     *ringPart    `json:"ring,omitempty"`
 }
 
 // runChild runs the child described by the JSON spec and returns the
 // process's exit code. It prints "ready" when set up, and its result as one
-// line of JSON; a hotkey child waits in between for a line "start end"
+// line of JSON; a hotkey or ring child waits in between for a line "start end"
 // (Unix nanoseconds) on stdin.
 func runChild(spec string) int {
 	var s childSpec
@@ -76,6 +82,8 @@ func runChild(spec string) int {
 	switch s.Mode {
 	case "hotkey":
 		res.HotKey, err = hotKeyChild(ctx, s, os.Stdin, os.Stdout)
+	case "ring":
+		res.Ring, err = ringChild(ctx, s, os.Stdin, os.Stdout)
 	case "watchdog":
 		res.Watchdog, err = watchdogChild(ctx, s)
 	default:
@@ -177,7 +185,7 @@ func (c *child) awaitReady(d time.Duration) error {
 	return err
 }
 
-// start tells a ready hotkey child when to run.
+// start tells a ready hotkey or ring child when to run.
 func (c *child) start(from, to time.Time) error {
 	_, err := fmt.Fprintf(c.stdin, "%d %d\n", from.UnixNano(), to.UnixNano())
 	return err
@@ -240,4 +248,57 @@ func readStart(r *bufio.Reader) (from, to time.Time, err error) {
 		return from, to, fmt.Errorf("read start: %w", err)
 	}
 	return time.Unix(0, a), time.Unix(0, b), nil
+}
+
+// runChildren runs a child for each of specs, which must wait for a start
+// line: it starts them all, waits until each is ready, calls atStart, tells
+// them to run for d from 50 ms later and returns their results, in the
+// order of specs, once all have reported. Any child failing fails the
+// whole; no child outlives the call.
+func runChildren(ctx context.Context, specs []childSpec, d time.Duration, atStart func() error) ([]childResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // kills the children if this returns early
+	children := make([]*child, len(specs))
+	defer func() {
+		for _, c := range children {
+			if c != nil {
+				c.kill() // a no-op for those that reported and exited
+			}
+		}
+	}()
+	for i, spec := range specs {
+		c, err := spawnChild(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		children[i] = c
+	}
+	for _, c := range children {
+		if err := c.awaitReady(time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	if atStart != nil {
+		if err := atStart(); err != nil {
+			return nil, err
+		}
+	}
+	from := time.Now().Add(50 * time.Millisecond)
+	to := from.Add(d)
+	for _, c := range children {
+		if err := c.start(from, to); err != nil {
+			return nil, err
+		}
+	}
+	results := make([]childResult, len(children))
+	var errs []error
+	for i, c := range children {
+		res, err := c.result(d + time.Minute)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		results[i] = res
+	}
+	return results, errors.Join(errs...)
 }

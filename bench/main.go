@@ -43,7 +43,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "directory for report.md, results.json and the plots (default: results, or a temporary directory with -smoke)")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "run every scenario for a fraction of a second (a check that the benchmark works, not a measurement)")
 	flag.BoolVar(&cfg.rerender, "rerender", false, "measure nothing: write report.md and the plots again from the results.json in -out")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated scenarios to run alone (sequential, distinct, hotkey, spread, pods, waiters, loss, redlock, replica, watchdog): rows are logged, no report is written; for trying a change, not a measurement to publish")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated scenarios to run alone (sequential, distinct, hotkey, spread, pods, ring, waiters, loss, redlock, replica, watchdog): rows are logged, no report is written; for trying a change, not a measurement to publish")
 	flag.StringVar(&cfg.libs, "libs", "", "with -only: comma-separated IDs of the libraries to run (relock, relock-fair, redsync…; see results.json)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -241,6 +241,7 @@ func run(ctx context.Context, cfg config) (string, error) {
 	res.HotKey = r.hotKeyRows(ctx)
 	res.Spread = r.spreadRows(ctx)
 	res.Pods = r.podRows(ctx)
+	res.Ring = r.ringRows(ctx)
 	res.Waiters = r.waitersRows(ctx)
 	res.Loss = r.lossRows(ctx)
 	res.Redlock = r.redlockRows(ctx)
@@ -278,6 +279,8 @@ func runOnly(ctx context.Context, r *runner, names []string) {
 			r.spreadRows(ctx)
 		case "pods":
 			r.podRows(ctx)
+		case "ring":
+			r.ringRows(ctx)
 		case "loss":
 			r.lossRows(ctx)
 		case "waiters":

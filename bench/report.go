@@ -193,6 +193,7 @@ func report(res *Results, plots []plotFile) string {
 	plotLink(&w, plots, "wait")
 	spreadSection(&w, res)
 	podsSection(&w, res)
+	ringSection(&w, res)
 	waitersSection(&w, res)
 
 	w.text("## 6. Watchdog cost")

@@ -7,7 +7,8 @@ import (
 )
 
 // The report's sections on many processes waiting on one lock (the
-// spread and pod shapes, whose table spreadSection shares), on the loss
+// spread and pod shapes, whose table spreadSection shares, and the ring,
+// their floor without a lock), on the loss
 // notice, and the previous run's figures beside this run's.
 
 // podsSection renders the pod shape, one waiter in each of many processes,
@@ -28,6 +29,56 @@ func podsSection(w *mdWriter, res *Results) {
 		pod.Workers, baseProcs, pod.Processes, baseName)
 	w.text("")
 	shapeTable(w, res, res.Pods, pods, baseName, prevRows(res.Previous, func(p *Results) []HotKeyRow { return p.Pods }))
+}
+
+// ringSection renders the ring, the spread and pod shapes' floor with no
+// lock, beside relock's mutex in the same shapes.
+func ringSection(w *mdWriter, res *Results) {
+	if len(res.Ring) == 0 {
+		return
+	}
+	w.text("### Floor of many processes: a token ring, no lock")
+	w.text("")
+	w.text("How much a handoff to another process costs on this machine alone: the same waiters, as workers (goroutines) in the same processes, pass one token around a ring, each to the next by a `PUBLISH` on the channel of the next one's process, whose rueidis client alone is subscribed to it (as a relock Client to its wake-up channel) and hands the token to the worker's goroutine, which passes it on at once; worker i runs in process i mod P, so every pass wakes another process. *÷ 2 × N* divides by the ring with as many workers in 2 processes; *relock ÷ 2 × N* is the mutex's handoffs/s in that shape ÷ its handoffs/s in 2 processes, from the tables above: where it is near the ring's ratio, the drop is the machine's wake-ups, not relock's. *Pass p50/p99* run from just before the `PUBLISH` to the receiving goroutine holding the token.")
+	w.text("")
+	w.text("| processes × workers | passes/s | ÷ 2 × N | pass p50 | pass p99 | relock ÷ 2 × N |")
+	w.text("|---|---|---|---|---|---|")
+	for _, g := range res.Ring {
+		shape := fmt.Sprintf("%d × %d", g.Processes, g.Workers/max(g.Processes, 1))
+		if g.Err != "" {
+			w.line("| %s | unavailable: %s | | | | |", shape, cell(g.Err))
+			continue
+		}
+		vsBase := "–"
+		if b := ringBase(res, g); b != nil {
+			vsBase = fmtRatio(g.PassesSec / b.PassesSec)
+		}
+		w.line("| %s | %s | %s | %s | %s | %s |", shape, fmtRate(g.PassesSec), vsBase, fmtDur(g.PassP50), fmtDur(g.PassP99), relockShapeRatio(res, g))
+	}
+	w.text("")
+}
+
+// ringBase returns the ring row g is compared with: as many workers in 2
+// processes, when g has more.
+func ringBase(res *Results, g RingRow) *RingRow {
+	for i := range res.Ring {
+		if b := &res.Ring[i]; b.Err == "" && b.PassesSec > 0 && b.Workers == g.Workers && b.Processes == 2 && g.Processes > 2 {
+			return b
+		}
+	}
+	return nil
+}
+
+// relockShapeRatio is relock's mutex's handoffs/s in g's shape (a spread
+// or pod-shape row) ÷ its handoffs/s in that row's baseline, or "–".
+func relockShapeRatio(res *Results, g RingRow) string {
+	for _, pair := range []func(*Results, string) (row, base *HotKeyRow){spreadPair, pods} {
+		r, b := pair(res, "relock")
+		if r != nil && b != nil && b.HandoffsSec > 0 && r.Processes == g.Processes && r.Workers == g.Workers {
+			return fmtRatio(r.HandoffsSec / b.HandoffsSec)
+		}
+	}
+	return "–"
 }
 
 // podShapesOf returns the first pod-shape row of res and its baseline.

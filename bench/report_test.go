@@ -138,3 +138,39 @@ func writeJSON(path string, v any) error {
 	}
 	return os.WriteFile(path, b, 0o644)
 }
+
+// TestReportRing checks that the ring's rows are divided by the ring with
+// as many workers in 2 processes, and stand beside relock's mutex's ratio
+// in the same shape.
+func TestReportRing(t *testing.T) {
+	lib := Lib{ID: "relock", Name: "relock"}
+	res := &Results{
+		HotKey: []HotKeyRow{{Lib: lib, Processes: 2, Workers: 32, Seconds: 1, Acquisitions: 1, HandoffsSec: 3000}},
+		Spread: []HotKeyRow{{Lib: lib, Processes: 16, Workers: 32, Seconds: 1, Acquisitions: 1, HandoffsSec: 1800}},
+		Ring: []RingRow{
+			{Processes: 2, Workers: 32, PassesSec: 14000},
+			{Processes: 16, Workers: 32, PassesSec: 7000},
+			{Processes: 2, Workers: 64, PassesSec: 12000},
+			{Processes: 64, Workers: 64, PassesSec: 3000},
+		},
+	}
+	var w mdWriter
+	ringSection(&w, res)
+	for _, want := range []string{
+		"| 2 × 16 | 14,000 | – |",
+		"| 16 × 2 | 7,000 | 0.50× |",
+		"| 64 × 1 | 3,000 | 0.25× |",
+	} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("the ring table lacks %q:\n%s", want, w.String())
+		}
+	}
+	for l := range strings.Lines(w.String()) {
+		if strings.HasPrefix(l, "| 16 × 2 |") && !strings.HasSuffix(l, "| 0.60× |\n") {
+			t.Errorf("the 16 × 2 row lacks relock's 0.60×: %s", l)
+		}
+		if strings.HasPrefix(l, "| 64 × 1 |") && !strings.HasSuffix(l, "| – |\n") {
+			t.Errorf("the 64 × 1 row has a relock ratio without pod-shape rows: %s", l)
+		}
+	}
+}

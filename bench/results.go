@@ -13,7 +13,11 @@ type Results struct {
 	Spread      []HotKeyRow     `json:"hot_key_spread"` // the hot key's waiters in many processes of few
 	// Pods is the hot key with one waiter in each of many processes, each
 	// kind's row after its baseline: as many waiters in 2 processes.
-	Pods     []HotKeyRow   `json:"hot_key_pods,omitempty"`
+	Pods []HotKeyRow `json:"hot_key_pods,omitempty"`
+	// Ring is no lock: a token passed around workers in the hot-key rows'
+	// shapes by pub/sub (see scenario_ring.go), the floor of a handoff
+	// that wakes another process.
+	Ring     []RingRow     `json:"ring,omitempty"`
 	Waiters  []HotKeyRow   `json:"waiters"`        // the hot key with 1 to 1,000 waiters
 	Loss     []LossRow     `json:"loss,omitempty"` // ForceUnlock to the holder's Context's end
 	Watchdog []WatchdogRow `json:"watchdog"`
@@ -277,4 +281,20 @@ type ProfileSummary struct {
 type ProfileShare struct {
 	Name  string  `json:"name"`
 	Share float64 `json:"share"`
+}
+
+// RingRow is the ring in one shape: Workers workers in Processes processes
+// pass a token, each to the next, by PUBLISH on the next one's process's
+// channel.
+type RingRow struct {
+	Processes int     `json:"processes"`
+	Workers   int     `json:"workers"`
+	Seconds   float64 `json:"seconds"`
+	Passes    int64   `json:"passes"`
+	PassesSec float64 `json:"passes_per_sec"`
+	// PassP50 and PassP99 are of the time from just before a PUBLISH to
+	// the receiving worker's goroutine holding the token.
+	PassP50 time.Duration `json:"pass_p50_ns"`
+	PassP99 time.Duration `json:"pass_p99_ns"`
+	Err     string        `json:"error,omitempty"`
 }

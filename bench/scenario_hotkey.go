@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -148,66 +147,30 @@ func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration
 		name = append(name, shape.tag)
 	}
 	key := r.key(name...)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // kills the children if this returns early
-
-	children := make([]*child, shape.procs)
-	defer func() {
-		for _, c := range children {
-			if c != nil {
-				c.kill() // a no-op for those that reported and exited
-			}
-		}
-	}()
-	for i := range children {
-		spec := childSpec{
+	specs := make([]childSpec, shape.procs)
+	for i := range specs {
+		specs[i] = childSpec{
 			Mode: "hotkey", Addr: r.addr, Lib: lib.ID, Key: key,
 			Workers: shape.workers(i), FirstID: shape.firstID(i), Hold: hold,
 			MaxSamples: p.maxSamples, Limit: shape.d + 2*time.Minute,
 		}
-		if i == 0 {
-			spec.Profile = profile
-		}
-		c, err := spawnChild(ctx, spec)
-		if err != nil {
-			row.Err = err.Error()
-			return row
-		}
-		children[i] = c
 	}
-	for _, c := range children {
-		if err := c.awaitReady(time.Minute); err != nil {
-			row.Err = err.Error()
-			return row
-		}
+	specs[0].Profile = profile
+	var before, after serverStats
+	results, err := runChildren(ctx, specs, shape.d, func() (err error) {
+		before, err = readStats(ctx, r.admin)
+		return err
+	})
+	if err == nil {
+		after, err = readStats(ctx, r.admin)
 	}
-	before, err := readStats(ctx, r.admin)
 	if err != nil {
 		row.Err = err.Error()
 		return row
 	}
-	from := time.Now().Add(50 * time.Millisecond)
-	to := from.Add(shape.d)
-	for _, c := range children {
-		if err := c.start(from, to); err != nil {
-			row.Err = err.Error()
-			return row
-		}
-	}
-	parts := make([]*hotKeyPart, len(children))
-	var errs []error
-	for i, c := range children {
-		res, err := c.result(shape.d + time.Minute)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
+	parts := make([]*hotKeyPart, len(results))
+	for i, res := range results {
 		parts[i] = res.HotKey
-	}
-	after, err := readStats(ctx, r.admin)
-	if err := errors.Join(append(errs, err)...); err != nil {
-		row.Err = err.Error()
-		return row
 	}
 	var sent map[string]int64
 	var wakeUps WakeCount
