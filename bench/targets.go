@@ -162,13 +162,7 @@ func evaluate(res *Results) []Target {
 		t.set(r, r >= targetFairVsMutex, times(r), "%.2f× (%s vs %s handoffs/s)", r, fmtRate(fair.HandoffsSec), fmtRate(mx.HandoffsSec))
 	}
 	ts = append(ts, t)
-	t = target(4, "hotkey", "relock-fair", fmt.Sprintf("hot key, zero hold: fair lock's FIFO violations (grants overtaking a waiter that began ≥ %s earlier)", fmtDur(fifoTolerance)),
-		"fair FIFO violations", "0")
-	if fair != nil && fair.FIFOViolations >= 0 {
-		r := float64(fair.FIFOViolations) / float64(max(fair.Acquisitions, 1))
-		t.set(r, fair.FIFOViolations == 0, fmt.Sprint(fair.FIFOViolations), "%d of %s grants", fair.FIFOViolations, fmtRate(float64(fair.Acquisitions)))
-	}
-	ts = append(ts, t)
+	ts = append(ts, fifoTarget(4, "relock-fair", "fair lock's", "fair", fair))
 	t = target(4, "hotkey", "relock-fair", "hot key, zero hold: fair lock's wait max vs its wait p99", "fair wait max ÷ wait p99", fmt.Sprintf("≤ %.0f×", targetFairWaitMax))
 	if fair != nil && fair.WaitP99 > 0 {
 		r := float64(fair.WaitMax) / float64(fair.WaitP99)
@@ -550,12 +544,19 @@ func semaphoreTargets(res *Results) []Target {
 		t.set(r, r >= targetSemaphoreGrants, times(r), "%.2f× (%s vs %s)", r, fmtRate(sh.HandoffsSec), fmtRate(mh.HandoffsSec))
 	}
 	ts = append(ts, t)
-	t = target(10, "hotkey", "relock-semaphore", fmt.Sprintf("hot key, zero hold: semaphore's FIFO violations (grants overtaking a waiter that began ≥ %s earlier)", fmtDur(fifoTolerance)),
-		"semaphore FIFO violations", "0")
-	if sh != nil && sh.FIFOViolations >= 0 {
-		r := float64(sh.FIFOViolations) / float64(max(sh.Acquisitions, 1))
-		t.set(r, sh.FIFOViolations == 0, fmt.Sprint(sh.FIFOViolations), "%d of %s grants", sh.FIFOViolations, fmtRate(float64(sh.Acquisitions)))
-	}
-	ts = append(ts, t)
+	ts = append(ts, fifoTarget(10, "relock-semaphore", "semaphore's", "semaphore", sh))
 	return ts
+}
+
+// fifoTarget is group n's target of no FIFO violations in row, lib's
+// hot-key row at zero hold; whose and short name the lock in the target's
+// long and short names.
+func fifoTarget(n int, lib, whose, short string, row *HotKeyRow) Target {
+	t := target(n, "hotkey", lib, fmt.Sprintf("hot key, zero hold: %s FIFO violations (grants overtaking a waiter that began ≥ %s earlier)", whose, fmtDur(fifoTolerance)),
+		short+" FIFO violations", "0")
+	if row != nil && row.FIFOViolations >= 0 {
+		r := float64(row.FIFOViolations) / float64(max(row.Acquisitions, 1))
+		t.set(r, row.FIFOViolations == 0, fmt.Sprint(row.FIFOViolations), "%d of %s grants", row.FIFOViolations, fmtRate(float64(row.Acquisitions)))
+	}
+	return t
 }

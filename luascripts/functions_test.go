@@ -14,28 +14,6 @@ import (
 	"github.com/relockgo/relock/luascripts"
 )
 
-// commandCalls returns the calls of each command rc's server has run, from
-// INFO commandstats ("fcall", "evalsha", "function|load"…).
-func commandCalls(t *testing.T, rc rueidis.Client) map[string]int {
-	t.Helper()
-	info, err := rc.Do(context.Background(), rc.B().Info().Section("commandstats").Build()).ToString()
-	require.NoError(t, err)
-	calls := map[string]int{}
-	for _, line := range strings.Split(info, "\r\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
-		if !ok {
-			continue
-		}
-		n, _, _ := strings.Cut(rest, ",")
-		var v int
-		for _, d := range n {
-			v = v*10 + int(d-'0')
-		}
-		calls[name] = v
-	}
-	return calls
-}
-
 // The library loads on Redis, once, with every script's function; a
 // Runner loads it where it is missing (a server that restarted empty, or
 // whose functions were flushed) and runs every call by FCALL.
@@ -66,10 +44,10 @@ func TestRunnerLoadsTheLibraryWhereItIsMissing(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n, "round %d: released", round)
 	}
-	calls := commandCalls(t, rc)
+	calls := commandStats(t, rc)
 	assert.True(t, r.Functions())
-	assert.Equal(t, 3, calls["fcall"], "since the restart: two FCALLs answered, one of them sent twice (the library missing, then loaded)")
-	assert.Equal(t, 1, calls["function|load"], "the library loaded once after the restart")
+	assert.Equal(t, int64(3), calls["fcall"], "since the restart: two FCALLs answered, one of them sent twice (the library missing, then loaded)")
+	assert.Equal(t, int64(1), calls["function|load"], "the library loaded once after the restart")
 	assert.Zero(t, calls["evalsha"]+calls["eval"], "no script ran by EVALSHA or EVAL")
 
 	name, _ := luascripts.Library()

@@ -18,19 +18,19 @@ import (
 // and what bounds it from below, each as "redis-µs/pair", so that they
 // can be compared in one run:
 //
-//	RELOCK_REDIS_BACKEND=process go test -run '^$' -bench RedisTime -benchtime 20000x ./luascripts
+//		RELOCK_REDIS_BACKEND=process go test -run '^$' -bench RedisTime -benchtime 20000x ./luascripts
 //
-//   - functions, evalsha: relock's mutex scripts run as functions of the
-//     library (the Runner's way) and by EVALSHA (without functions);
-//   - empty functions: two functions that only return, called with the
-//     mutex scripts' KEYS and ARGV: the cost of two calls with the
-//     contract's arguments before any work;
-//   - commands alone: a function pair that runs exactly the commands an
-//     uncontended acquire and release need (EXISTS of the queue and gone
-//     keys, SET NX GET, TIME and the fence's SET GET; GET, the queue,
-//     DEL, PUBLISH) and nothing else;
-//   - bsm-redislock: github.com/bsm/redislock's obtain and release
-//     scripts (SET NX PX; GET, DEL) by EVALSHA, the leanest peer.
+//	  - functions, evalsha: relock's mutex scripts run as functions of the
+//	    library (the Runner's way) and by EVALSHA (without functions);
+//	  - empty functions: two functions that only return, called with the
+//	    mutex scripts' KEYS and ARGV: the cost of two calls with the
+//	    contract's arguments before any work;
+//	  - commands alone: a function pair that runs exactly the commands an
+//	    uncontended acquire and release need (EXISTS of the queue and gone
+//	    keys, SET NX GET, TIME and the fence's SET GET; GET, the queue,
+//	    DEL, PUBLISH) and nothing else;
+//	  - bsm-redislock: github.com/bsm/redislock's obtain and release
+//	    scripts (SET NX PX; GET, DEL) by EVALSHA, the leanest peer.
 func BenchmarkRedisTime(b *testing.B) {
 	rc := redistest.New(b).Client(b)
 	ctx := context.Background()
