@@ -2,9 +2,15 @@ package luascripts_test
 
 import (
 	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -18,21 +24,36 @@ import (
 // and what bounds it from below, each as "redis-µs/pair", so that they
 // can be compared in one run:
 //
-//		RELOCK_REDIS_BACKEND=process go test -run '^$' -bench RedisTime -benchtime 20000x ./luascripts
+//	RELOCK_REDIS_BACKEND=process go test -run '^$' -bench RedisTime -benchtime 20000x ./luascripts
 //
-//	  - functions, evalsha: relock's mutex scripts run as functions of the
-//	    library (the Runner's way) and by EVALSHA (without functions);
-//	  - empty functions: two functions that only return, called with the
-//	    mutex scripts' KEYS and ARGV: the cost of two calls with the
-//	    contract's arguments before any work;
-//	  - commands alone: a function pair that runs exactly the commands an
-//	    uncontended acquire and release need (EXISTS of the queue and gone
-//	    keys, SET NX GET, TIME and the fence's SET GET; GET, the queue,
-//	    DEL, PUBLISH) and nothing else;
-//	  - bsm-redislock: github.com/bsm/redislock's obtain and release
-//	    scripts (SET NX PX; GET, DEL) by EVALSHA, the leanest peer.
+// Microseconds move with the machine's load; instructions do not. With
+// RELOCK_CALLGRIND=1 the benchmark runs its own redis-server under
+// valgrind's callgrind and reports instead the instructions Redis ran per
+// pair, "redis-instr/pair" (slower: use -benchtime 2000x):
+//
+//	RELOCK_CALLGRIND=1 go test -run '^$' -bench RedisTime -benchtime 2000x ./luascripts
+//
+// The pairs:
+//   - functions, evalsha: relock's mutex scripts run as functions of the
+//     library (the Runner's way) and by EVALSHA (without functions);
+//   - empty functions: two functions that only return, called with the
+//     mutex scripts' KEYS and ARGV: the cost of two calls with the
+//     contract's arguments before any work;
+//   - commands alone: a function pair that runs exactly the commands an
+//     uncontended acquire and release need (EXISTS of the queue and gone
+//     keys, SET NX GET, TIME and the fence's SET GET; GET, the queue,
+//     DEL, PUBLISH) and nothing else;
+//   - bsm-redislock: github.com/bsm/redislock's obtain and release
+//     scripts (SET NX PX; GET, DEL) by EVALSHA, the leanest peer.
 func BenchmarkRedisTime(b *testing.B) {
-	rc := redistest.New(b).Client(b)
+	var rc rueidis.Client
+	var cg *callgrind
+	if os.Getenv("RELOCK_CALLGRIND") != "" {
+		cg = startCallgrind(b)
+		rc = cg.client(b)
+	} else {
+		rc = redistest.New(b).Client(b)
+	}
 	ctx := context.Background()
 	k := luascripts.NewKeys("relock", "bench")
 	owner := "bench-0123456789abcdef0123456789abcdef:1"
@@ -97,6 +118,7 @@ if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset
 			if err := rc.Do(ctx, rc.B().ConfigResetstat().Build()).Error(); err != nil {
 				b.Fatal(err)
 			}
+			cg.zero(b)
 			for b.Loop() {
 				if err := pair.acquire(); err != nil {
 					b.Fatal(err)
@@ -104,6 +126,10 @@ if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset
 				if err := pair.release(); err != nil {
 					b.Fatal(err)
 				}
+			}
+			if cg != nil {
+				b.ReportMetric(cg.instructions(b)/float64(b.N), "redis-instr/pair")
+				return
 			}
 			b.ReportMetric(float64(scriptUsec(b, rc))/float64(b.N), "redis-µs/pair")
 		})
@@ -131,4 +157,96 @@ func scriptUsec(b *testing.B, rc rueidis.Client) int64 {
 		}
 	}
 	return usec
+}
+
+// callgrind is a redis-server run under valgrind's callgrind, whose
+// instruction counts are read by zeroing and dumping them.
+type callgrind struct {
+	cmd  *exec.Cmd
+	addr string
+	out  string // the dump files' prefix
+}
+
+// startCallgrind starts redis-server under callgrind on a free port, and
+// stops it when b ends.
+func startCallgrind(b *testing.B) *callgrind {
+	for _, tool := range []string{"valgrind", "callgrind_control", "redis-server"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Fatalf("RELOCK_CALLGRIND needs %s: %v", tool, err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := b.TempDir()
+	cg := &callgrind{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), out: filepath.Join(dir, "callgrind.out")}
+	cg.cmd = exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+cg.out,
+		"redis-server", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
+	if err := cg.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cg.cmd.Process.Kill()
+		cg.cmd.Wait()
+	})
+	return cg
+}
+
+// client returns a client of the server once it answers.
+func (cg *callgrind) client(b *testing.B) rueidis.Client {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cg.addr}, DisableCache: true, DisableAutoPipelining: true})
+		if err == nil {
+			b.Cleanup(rc.Close)
+			return rc
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("redis-server under callgrind at %s: %v", cg.addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// zero zeroes the instruction counts; nothing for a nil cg.
+func (cg *callgrind) zero(b *testing.B) {
+	if cg == nil {
+		return
+	}
+	if out, err := exec.Command("callgrind_control", "--zero", strconv.Itoa(cg.cmd.Process.Pid)).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control --zero: %v: %s", err, out)
+	}
+}
+
+// instructions dumps the counts and returns the instructions run since the
+// last zero.
+func (cg *callgrind) instructions(b *testing.B) float64 {
+	pid := strconv.Itoa(cg.cmd.Process.Pid)
+	before, _ := filepath.Glob(cg.out + ".*")
+	if out, err := exec.Command("callgrind_control", "--dump", pid).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control --dump: %v: %s", err, out)
+	}
+	after, _ := filepath.Glob(cg.out + ".*")
+	fresh := slices.DeleteFunc(after, func(f string) bool { return slices.Contains(before, f) })
+	if len(fresh) != 1 {
+		b.Fatalf("callgrind dump: %d new files", len(fresh))
+	}
+	text, err := os.ReadFile(fresh[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		if v, ok := strings.CutPrefix(line, "summary: "); ok {
+			n, err := strconv.ParseFloat(strings.Fields(v)[0], 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("callgrind dump %s has no summary", fresh[0])
+	return 0
 }
