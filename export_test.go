@@ -19,6 +19,14 @@ func SetLostHook(f func()) (restore func()) {
 	return func() { lostHook.Store(nil) }
 }
 
+// SetStopHook makes the end of a hold call f once the hold's cause is
+// set (a caller that asks the hold finds it ended), before the hold has
+// finished ending. It returns a func that removes f.
+func SetStopHook(f func()) (restore func()) {
+	stopHook.Store(&f)
+	return func() { stopHook.Store(nil) }
+}
+
 // ReleaseTimeout bounds Unlock.
 const ReleaseTimeout = releaseTimeout
 

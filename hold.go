@@ -34,7 +34,10 @@ type hold struct {
 	count int // guarded by mu: leases not yet unlocked
 
 	// lmu guards what follows; it is never held across I/O, and stop takes
-	// it with or without mu held.
+	// it with or without mu held. stop cancels the leases' Contexts under
+	// it, which runs no caller code: the context package cancels children
+	// itself and runs context.AfterFunc's functions in goroutines of their
+	// own.
 	lmu     sync.Mutex
 	cause   error               // why the hold ended; nil while it lasts
 	endedCh chan struct{}       // closed by stop; made only for a caller that waits
@@ -95,6 +98,10 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent, ha
 // lost, before the hold ends.
 var lostHook atomic.Pointer[func()]
 
+// stopHook, when set (by tests only), runs in the first stop of a hold
+// once the hold's cause is set, before stop has finished.
+var stopHook atomic.Pointer[func()]
+
 // entry is the watchdog entry of owner's hold on one master: renewed every
 // third of the lease with the kind's renewal script unless the lease is
 // fixed; a hand-over's until handed first.
@@ -116,26 +123,30 @@ func (h *hold) stop(cause, released error) {
 		h.lmu.Unlock()
 		return
 	}
-	h.cause = cause
 	h.ended.Store(true)
-	leases := h.leases
+	// Every lease's Context is done before the cause is set, in the same
+	// critical section: whoever finds the hold ended under lmu (Extend, an
+	// Unlock, a re-entry, wait, a stop that came second and returns at
+	// once) finds its Contexts done, though this stop has not returned
+	// yet. A lease unlocked already, or ended by the last Unlock (end),
+	// keeps its cause (a second cancel does nothing).
+	h.first.cancel(cause)
+	for l := range h.leases {
+		l.cancel(cause)
+	}
+	h.cause = cause
 	h.leases = nil
 	if h.endedCh != nil {
 		close(h.endedCh)
 	}
 	h.lmu.Unlock()
+	if hook := stopHook.Load(); hook != nil {
+		(*hook)()
+	}
 	c := h.b.c
 	c.wd.Remove(h.entry)
 	c.forget(h)
 	c.hub.Unlisten()
-	// Every lease's Context is done before stop returns: a caller told of
-	// the loss (Unlock, Extend, a re-entry) finds it so at once. A lease
-	// unlocked already, or ended by the last Unlock (end), keeps its cause
-	// (a second cancel does nothing).
-	h.first.cancel(cause)
-	for l := range leases {
-		l.cancel(cause)
-	}
 	if o := c.obs; o != nil {
 		if cause == context.Canceled {
 			o.Released(Released{Kind: h.b.kind(), Name: h.b.name, Owner: h.owner, Held: time.Since(h.since), Err: released})

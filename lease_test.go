@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,5 +109,49 @@ func TestCallsWhileAHoldIsBeingLostReportTheLoss(t *testing.T) {
 	assert.Nil(t, r.l)
 	assert.ErrorIs(t, r.err, relock.ErrLockLost, "re-entry while the hold was being lost")
 	assert.ErrorIs(t, <-extended, relock.ErrLockLost, "Extend while the hold was being lost")
+	assert.ErrorIs(t, l.Unlock(), relock.ErrLockLost)
+}
+
+// An Extend that reports the loss of a hold, found ended by a loss
+// notice whose ending of the hold has not finished yet (the stop hook
+// holds it there), finds every Context of the hold done with that cause:
+// a caller told of the loss by Extend never goes on under a live Context.
+func TestExtendThatReportsALossFindsTheContextsDone(t *testing.T) {
+	srv := redistest.Shared(t)
+	rc := srv.Client(t)
+	c := locktest.Client(t, rc)
+	ctx := context.Background()
+	m := reentrant.New(c, t.Name(), relock.WithLease(time.Minute))
+	l, err := m.Lock(ctx)
+	require.NoError(t, err)
+	r, err := m.Lock(l.Context()) // a re-entry: a lease of its own
+	require.NoError(t, err)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	restore := relock.SetStopHook(func() {
+		first.Do(func() {
+			close(entered)
+			<-release
+		})
+	})
+	defer restore()
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce() // before Close, which waits for the notice's goroutine
+
+	locktest.Eventually(t, "the Client to hear loss notices", c.Listening)
+	forced, err := mutex.New(c, t.Name()).ForceUnlock(ctx)
+	require.NoError(t, err)
+	require.True(t, forced)
+	select {
+	case <-entered: // the loss notice is ending the hold
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loss notice never ended the hold")
+	}
+	assert.ErrorIs(t, l.Extend(ctx, time.Minute), relock.ErrLockLost)
+	assert.ErrorIs(t, context.Cause(l.Context()), relock.ErrLockLost, "the Lock's lease, once Extend reported the loss")
+	assert.ErrorIs(t, context.Cause(r.Context()), relock.ErrLockLost, "the re-entry's lease, once Extend reported the loss")
+	releaseOnce()
+	assert.ErrorIs(t, r.Unlock(), relock.ErrLockLost)
 	assert.ErrorIs(t, l.Unlock(), relock.ErrLockLost)
 }
