@@ -72,9 +72,10 @@ type Client struct {
 // What relock expects of rc: Redis 7.0 or later behind it, standalone,
 // Sentinel or Cluster, as rc's options say. relock runs its scripts as
 // functions of one library, which it loads (FUNCTION LOAD) the first time
-// Redis lacks it; a user that may not run FUNCTION LOAD or FCALL (an ACL),
-// or a server without functions (miniredis), makes relock run them by
-// EVALSHA instead, at a few more microseconds of Redis time each. rueidis's
+// Redis lacks it. A user that may not run FCALL, or may not load the
+// library where it is missing (an ACL), or a server without functions
+// (miniredis), makes the Client run them by EVALSHA instead, for the rest
+// of its life, at a few more microseconds of Redis time each. rueidis's
 // defaults suit a process with many concurrent lock calls: auto-pipelining
 // writes them all on one connection. A process whose lock calls come one at
 // a time gets a lower latency per call from a client of its own with
@@ -115,7 +116,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	for i, d := range c.defaults {
 		c.defaultsMs[i] = strconv.FormatInt(d.Milliseconds(), 10)
 	}
-	c.wd = watchdog.New(rc, cfg.log, renewalReport(cfg.obs))
+	c.wd = watchdog.New(c.scripts, cfg.log, renewalReport(cfg.obs))
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	return c, nil
 }

@@ -80,6 +80,13 @@ func TestWakeUpsCounted(t *testing.T) {
 		subs, err := rc.Do(ctx, rc.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
 		return err == nil && subs[channel] > 0 && sent.received.patterns.Load() > 0
 	})
+	// And asleep: once subscribed, a waiter tries once more (a release
+	// before its subscription would be missed otherwise); a release before
+	// that try would end the wait with no wake-up.
+	locktest.Eventually(t, "the waiter's try after subscribing", func() bool {
+		n := sent.snapshot()
+		return n["fcall"]+n["evalsha"]+n["eval"] >= 2
+	})
 	if err := held.Unlock(); err != nil {
 		t.Fatal(err)
 	}

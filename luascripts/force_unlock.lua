@@ -24,10 +24,17 @@ if kind == 'string' then
   holders = {owner}
 elseif kind == 'hash' then
   -- owner id -> hold count; a read-write lock's "mode" field is no owner
-  -- (owner ids hold a ':'), nor a semaphore's "want:" owner id of a
-  -- waiter (see semaphore.lua).
-  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-    if string.find(field, ':', 1, true) and string.sub(field, 1, 5) ~= 'want:' then
+  -- (owner ids hold a ':'), nor, in a semaphore's hash (the one with a
+  -- "size" field), a waiter's "want:" owner id (see semaphore.lua).
+  local fields = redis.call('hkeys', KEYS[1])
+  local semaphore = false
+  for _, field in ipairs(fields) do
+    if field == 'size' then
+      semaphore = true
+    end
+  end
+  for _, field in ipairs(fields) do
+    if string.find(field, ':', 1, true) and not (semaphore and string.sub(field, 1, 5) == 'want:') then
       holders[#holders + 1] = field
     end
   end

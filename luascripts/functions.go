@@ -92,7 +92,8 @@ type Runner struct {
 	rc    rueidis.Client
 	eval  atomic.Bool   // scripts run by EVALSHA: the server has no functions for us
 	loads atomic.Uint64 // loads of the library so far
-	mu    sync.Mutex    // held while loading
+	pause atomic.Int64  // unix ns before which no load is tried: the last one failed
+	mu    sync.Mutex    // held while loading, across its round trips
 }
 
 // NewRunner returns a Runner on rc.
@@ -162,7 +163,9 @@ func (r *Runner) ExecMulti(ctx context.Context, calls ...Call) []rueidis.RedisRe
 }
 
 // ExecWait is the package's ExecWait through r: the script's call and
-// WAIT in one round trip on one connection.
+// WAIT in one round trip on one connection. Where the server lacks the
+// library, the WAIT of the round trip that found it missing is wasted
+// (once per load: it may wait its timeout out).
 func (r *Runner) ExecWait(ctx context.Context, c Call, replicas int, timeout time.Duration) (res rueidis.RedisResult, acked int64, waitErr error) {
 	if r.eval.Load() {
 		return ExecWait(ctx, r.rc, c, replicas, timeout)
@@ -235,11 +238,14 @@ func unrun(res []rueidis.RedisResult, refusedFn func(error) bool) []int {
 // loaded it since the caller's FCALL was sent (r.loads was then loads). In
 // cluster mode every node is asked (replicas refuse; their masters
 // replicate it to them); elsewhere rc's master. A server that has no
-// FUNCTION for this user makes r run scripts by EVALSHA.
+// FUNCTION for this user makes r run scripts by EVALSHA from then on; one
+// that refuses the load otherwise (out of memory, still loading its data)
+// makes the calls that miss the library run by EVALSHA, without a load,
+// for loadPause.
 func (r *Runner) load(ctx context.Context, loads uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.loads.Load() != loads {
+	if r.loads.Load() != loads || time.Now().UnixNano() < r.pause.Load() {
 		return
 	}
 	defer r.loads.Add(1)
@@ -257,12 +263,21 @@ func (r *Runner) load(ctx context.Context, loads uint64) {
 			continue
 		}
 		msg := e.Error()
-		if strings.Contains(msg, "unknown command") || strings.HasPrefix(msg, "NOPERM") {
+		switch {
+		case strings.Contains(msg, "unknown command") || strings.HasPrefix(msg, "NOPERM"):
 			r.eval.Store(true)
 			return
+		case strings.Contains(msg, "already exists") || strings.HasPrefix(msg, "READONLY"):
+			// Loaded by another client; or a replica, which its master's
+			// load reaches.
+		default:
+			r.pause.Store(time.Now().Add(loadPause).UnixNano())
 		}
 	}
 }
+
+// loadPause is how long a Runner whose load Redis refused sends no other.
+const loadPause = 10 * time.Second
 
 // fcall is c's FCALL command.
 func fcall(b interface{ B() rueidis.Builder }, c Call) rueidis.Completed {

@@ -3,6 +3,7 @@ package luascripts_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -111,4 +112,41 @@ func TestRunnerFallsBackToEvalshaWithoutFunctions(t *testing.T) {
 		assert.Equal(t, int64(1), n)
 	}
 	assert.False(t, r.Functions(), "miniredis refused FCALL: scripts run by EVALSHA")
+}
+
+// A server that refuses to load the library (out of memory) is not asked
+// again for a while: the calls that miss it run by EVALSHA meanwhile.
+func TestRunnerPausesLoadsRedisRefused(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	ctx := context.Background()
+	counted := &loadCounter{Client: rc}
+	r := luascripts.NewRunner(counted)
+	k := keysFor(t, rc)
+	require.NoError(t, rc.Do(ctx, rc.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", "1").Build()).Error())
+	t.Cleanup(func() {
+		rc.Do(context.Background(), rc.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", "0").Build())
+	})
+	require.NoError(t, rc.Do(ctx, rc.B().ConfigResetstat().Build()).Error())
+	release := luascripts.Call{Script: luascripts.MutexRelease, Keys: k.releaseKeys(), Args: []string{"a", k.wake, "publish", "1", "0"}}
+	for range 3 {
+		n, err := r.Exec(ctx, release).AsInt64()
+		require.NoError(t, err, "a release runs out of memory")
+		assert.Zero(t, n)
+	}
+	assert.Equal(t, int64(1), counted.loads.Load(), "one load refused, then none for a while")
+	assert.True(t, r.Functions(), "a refused load is no refused FCALL")
+}
+
+// loadCounter is a rueidis client that counts the FUNCTION LOADs sent
+// through it.
+type loadCounter struct {
+	rueidis.Client
+	loads atomic.Int64
+}
+
+func (c *loadCounter) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if args := cmd.Commands(); len(args) > 1 && args[0] == "FUNCTION" && args[1] == "LOAD" {
+		c.loads.Add(1)
+	}
+	return c.Client.Do(ctx, cmd)
 }

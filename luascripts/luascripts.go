@@ -78,12 +78,10 @@ const (
 
 // scripts holds each Script's loaded form, indexed by Script; written only
 // at package init. A script is its files, in order: the fragments it uses
-// (fragments, below) and its own body. A fragment may come after a body's
-// first file: what runs before it (a fast path that returns) does not pay
-// for its definitions when the script runs with EVAL.
+// (fragments, below), then its own body.
 var scripts = [numScripts]*loaded{
-	MutexAcquire:     load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "mutex_acquire.lua"),
-	MutexRelease:     load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "mutex_release.lua"),
+	MutexAcquire:     load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "mutex_acquire.lua"),
+	MutexRelease:     load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "mutex_release.lua"),
 	ReentrantAcquire: load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_acquire.lua"),
 	ReentrantReenter: load(writes, "time.lua", "owner.lua", "reentrant_reenter.lua"),
 	ReentrantRelease: load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
@@ -119,9 +117,10 @@ const (
 	// it is out of memory (maxmemory reached).
 	writes effect = iota
 	// keeps: the script ends, keeps or reads what is held or queued
-	// (release, renewal, heartbeat, force unlock, a query). It runs when
-	// Redis is out of memory: refusing it would keep locks held, or lose
-	// leases that are renewed in time.
+	// (release, renewal, heartbeat, force unlock, a query; a Redlock
+	// renewal may take its hold back on a master that forgot it). It runs
+	// when Redis is out of memory: refusing it would keep locks held, or
+	// lose leases that are renewed in time.
 	keeps
 )
 

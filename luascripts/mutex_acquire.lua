@@ -1,7 +1,7 @@
 -- mutex_acquire: take a plain mutex if it is free and no starving waiter is
 -- ahead of the owner, and issue its fencing token; otherwise queue the
 -- owner if it asks to. Runs after time.lua, fence.lua, gone.lua,
--- queue.lua and owner.lua.
+-- wake.lua and queue.lua.
 --
 -- KEYS[1]  the lock (string: owner id)
 -- KEYS[2]  the fence counter (string: last token issued)

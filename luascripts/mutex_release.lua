@@ -2,7 +2,7 @@
 -- hand it to the first starving waiter or wake a waiter. For an owner that
 -- does not hold the lock, leave the queue of starving waiters instead (a
 -- waiter giving up). Runs after time.lua, fence.lua, gone.lua,
--- queue.lua and owner.lua.
+-- wake.lua and queue.lua.
 --
 -- KEYS[1]  the lock (string: owner id)
 -- KEYS[2]  the queue of starving waiters (zset; see queue.lua)

@@ -61,3 +61,17 @@ func TestSemaphoreForceUnlockTellsHoldersOnly(t *testing.T) {
 	require.Equal(t, int64(1), n)
 	assert.Equal(t, int64(3), commandStats(t, rc)["publish"], "the broadcast and one notice per holder, none for the waiter")
 }
+
+// A holder whose client label begins with "want:" (labels may hold a ':')
+// is told of a force unlock like any other: only a semaphore's hash has
+// waiters' "want:" fields.
+func TestForceUnlockTellsAHolderLabelledWant(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.NoError(t, rc.Do(t.Context(), rc.B().Hset().Key(k.lock).FieldValue().FieldValue("want:pod@x:1", "1").Build()).Error())
+	require.NoError(t, rc.Do(t.Context(), rc.B().ConfigResetstat().Build()).Error())
+	n, err := run(t, rc, luascripts.ForceUnlock, []string{k.lock, k.readers, k.gone}, []string{k.wake, "publish", "0"}).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	assert.Equal(t, int64(2), commandStats(t, rc)["publish"], "the broadcast and the holder's notice")
+}

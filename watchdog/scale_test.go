@@ -28,7 +28,7 @@ func hold(w *watchdog.Watchdog, n int, key string) []*watchdog.Entry {
 // others, and the loop sleeps until the first is due: with 100k leases
 // held, a scan per Lock would cost each Lock all of them.
 func TestAddRemoveDoNotScan(t *testing.T) {
-	w := watchdog.New(redistest.Shared(t).Client(t), discard, nil)
+	w := watchdog.New(luascripts.NewRunner(redistest.Shared(t).Client(t)), discard, nil)
 	defer w.Close()
 	held := hold(w, 10_000, t.Name())
 	eventually(t, "the loop to settle", func() bool {
@@ -54,7 +54,7 @@ func TestAddRemoveDoNotScan(t *testing.T) {
 func BenchmarkAddRemove(b *testing.B) {
 	for _, n := range []int{0, 1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprint("held=", n), func(b *testing.B) {
-			w := watchdog.New(redistest.Shared(b).Client(b), discard, nil)
+			w := watchdog.New(luascripts.NewRunner(redistest.Shared(b).Client(b)), discard, nil)
 			defer w.Close()
 			hold(w, n, b.Name())
 			e := hold(w, 1, b.Name()+"-one")[0]

@@ -20,8 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/relockgo/relock/luascripts"
 )
 
@@ -185,13 +183,13 @@ type Watchdog struct {
 	visits  atomic.Int64       // entries the loop examined, for tests
 }
 
-// New starts the watchdog of a Client using rc. Close stops it. report, if
-// not nil, is called after each renewal round trip, from the watchdog's
-// goroutines; it must not block.
-func New(rc rueidis.Client, log *slog.Logger, report func(Batch)) *Watchdog {
+// New starts the watchdog of a Client whose scripts run through runner.
+// Close stops it. report, if not nil, is called after each renewal round
+// trip, from the watchdog's goroutines; it must not block.
+func New(runner *luascripts.Runner, log *slog.Logger, report func(Batch)) *Watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watchdog{
-		runner: luascripts.NewRunner(rc),
+		runner: runner,
 		log:    log,
 		report: report,
 		timer:  time.NewTimer(time.Hour),

@@ -60,7 +60,7 @@ func waitUntil(at time.Time) {
 
 func newWatchdog(t *testing.T, rc rueidis.Client) *watchdog.Watchdog {
 	t.Helper()
-	w := watchdog.New(rc, discard, nil)
+	w := watchdog.New(luascripts.NewRunner(rc), discard, nil)
 	t.Cleanup(w.Close)
 	return w
 }
@@ -752,7 +752,7 @@ func TestCloseDuringRenewal(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(base.Close)
 	rc := &tracker{Client: base}
-	w := watchdog.New(rc, discard, nil)
+	w := watchdog.New(luascripts.NewRunner(rc), discard, nil)
 	t.Cleanup(w.Close)
 	t.Cleanup(func() { srv.Resume(t) }) // first: Close must not be left waiting on a frozen Redis
 	key := keyOf(t, "")
