@@ -4,8 +4,10 @@
 -- A semaphore is these keys under its name's hash tag:
 --   the lock (a hash): "size" -> the size its permits are held under,
 --     "used" -> how many are held, each holder's owner id -> "n token"
---     (its permits and its grant's fencing token), and "want:" owner id ->
---     n for each of its queued waiters;
+--     (its permits and its grant's fencing token), "want:" owner id ->
+--     n for each of its queued waiters, and "keep" -> a server time (ms)
+--     before which neither the hash nor the holders' zset can expire
+--     (outlast);
 --   the holders' expiries (the lock's "readers" key; a zset: owner id ->
 --     server time, ms), which their watchdogs push forward;
 --   the queue (queue.lua), in arrival order, which waiters of the kinds
@@ -15,7 +17,7 @@
 -- with nobody queued, so that a semaphore nobody uses leaves no key but
 -- its fence, and the next caller's size holds.
 
-local size_field, used_field, want_prefix = 'size', 'used', 'want:'
+local size_field, used_field, keep_field, want_prefix = 'size', 'used', 'keep', 'want:'
 
 -- Extends the TTL of the semaphore's hash or holders' zset to at least ms
 -- milliseconds, in one command: unlike the keys extend (time.lua) takes,
@@ -29,37 +31,117 @@ local function holding(v)
   return string.match(v, '^(%d+) (%d+)$')
 end
 
+-- The hash's writes of one script, deferred to its end (flush), so that
+-- they cost one HDEL and one HSET however many waiters it serves: dels
+-- and sets are flat field lists (field, value, … for sets), never naming
+-- a field twice; keep is the hash's "keep" (server time, ms, before which
+-- neither the hash nor the holders' zset can expire: the write of it made
+-- sure of that, and their expiries are only ever lengthened), or nil when
+-- none is known, and moved whether the script moved it on.
+local function writes(keep)
+  return {dels = {}, sets = {}, keep = tonumber(keep), moved = false}
+end
+
+-- The most fields one HDEL or HSET of flush names: unpack's limit is the
+-- Lua stack's.
+local writes_max = 1000
+
+-- Writes w's pending fields to the hash lock, and forgets them.
+local function flush(lock, w)
+  if #w.dels > 0 then
+    redis.call('hdel', lock, unpack(w.dels))
+    w.dels = {}
+  end
+  if w.moved then
+    w.sets[#w.sets + 1] = keep_field
+    w.sets[#w.sets + 1] = string.format('%.0f', w.keep)
+    w.moved = false
+  end
+  if #w.sets > 0 then
+    redis.call('hset', lock, unpack(w.sets))
+    w.sets = {}
+  end
+end
+
+-- Sets field to value in w, for flush.
+local function write_field(lock, w, field, value)
+  w.sets[#w.sets + 1] = field
+  w.sets[#w.sets + 1] = value
+  if #w.sets >= writes_max then
+    flush(lock, w)
+  end
+end
+
+-- Deletes field in w, for flush.
+local function delete_field(lock, w, field)
+  w.dels[#w.dels + 1] = field
+  if #w.dels >= writes_max then
+    flush(lock, w)
+  end
+end
+
+-- Makes sure the hash lock and the holders' zset outlive ms milliseconds
+-- from now. When w's keep does not say so already, extends both expiries
+-- to twice ms, never shortening either (callers may use different leases
+-- and waiter timeouts), and moves keep on, so that the writes that follow
+-- within ms find keep far enough and extend nothing. The holders'
+-- expiries go with the hash, never before it ("used" counts the permits
+-- they hold): both are only ever extended together, to the same length.
+local function outlast(lock, holders, w, ms)
+  ms = tonumber(ms)
+  if w.keep and w.keep >= server_ms() + ms then
+    return
+  end
+  lengthen(lock, 2 * ms)
+  lengthen(holders, 2 * ms)
+  w.keep, w.moved = server_ms() + 2 * ms, true
+end
+
 -- Issues owner n permits until ms milliseconds from now, with a fencing
--- token, which it returns (a decimal string); writes the hash's other
--- fields given (field, value, …) in the same command. The caller writes
--- "used". fresh says the hash and the holders' zset had no expiry to keep:
--- a new semaphore's first grant sets theirs in one command each.
-local function grant(lock, fence, holders, owner, n, ms, fresh, ...)
+-- token, which it returns (a decimal string); writes owner's field through
+-- w. The caller writes "used". fresh says the hash and the holders' zset
+-- had no expiry to keep: a new semaphore's first grant writes the hash at
+-- once (w's fields with it) and sets their expiries in one command each.
+-- held is the permits held before the grant: with none, the holders'
+-- zset was empty, hence absent, and the ZADD makes it without expiry.
+local function grant(lock, fence, holders, owner, n, ms, fresh, held, w)
   -- '%.0f': Lua prints a number this large in exponent form.
   local token = string.format('%.0f', next_token(fence))
-  redis.call('hset', lock, owner, n .. ' ' .. token, ...)
+  write_field(lock, w, owner, n .. ' ' .. token)
   redis.call('zadd', holders, server_ms() + ms, owner)
   if fresh then
+    w.keep, w.moved = server_ms() + ms, true
+    flush(lock, w)
     redis.call('pexpire', lock, ms)
     redis.call('pexpire', holders, ms)
-  else
-    lengthen(lock, ms)
-    lengthen(holders, ms)
+    return token
   end
+  if held == 0 then
+    -- The holders' zset goes with the hash, never before it (outlast).
+    redis.call('pexpire', holders, math.max(ms, redis.call('pttl', lock)))
+  end
+  outlast(lock, holders, w, ms)
   return token
 end
 
 -- Frees the permits of the holders whose expiry has passed (they died, or
 -- were cut off from Redis for longer than their lease: their leases have
--- ended), and returns how many of used are still held.
+-- ended), and returns how many of used are still held, and the earliest
+-- expiry of the holders left (server time, ms; false when none is held;
+-- nil when not known), for wait_for. Nobody dead, the common case, costs
+-- one ZRANGE of the first holder.
 local function purge(lock, holders, used)
   if used == 0 then
-    return 0
+    return 0, false
+  end
+  local first = redis.call('zrange', holders, 0, 0, 'WITHSCORES')
+  if not first[2] then
+    return used, false
+  end
+  if tonumber(first[2]) > server_ms() then
+    return used, tonumber(first[2])
   end
   local dead = redis.call('zrangebyscore', holders, '-inf', server_ms())
-  if #dead == 0 then
-    return used
-  end
   for _, owner in ipairs(dead) do
     local v = redis.call('hget', lock, owner)
     if v then
@@ -68,7 +150,7 @@ local function purge(lock, holders, used)
     end
   end
   redis.call('zrem', holders, unpack(dead))
-  return used
+  return used, nil
 end
 
 -- Hands permits to the waiters at the head of the queue, in arrival
@@ -81,22 +163,34 @@ end
 -- waiter is overtaken by later ones asking for fewer; one whose want is
 -- unknown, or larger than size (it asked under another size), or a waiter
 -- of another kind sharing the name, is woken by name to ask again with an
--- attempt, which says.
+-- attempt, which says. With every permit held, a semaphore's waiter cannot
+-- fit whatever it wants, so its want is not read, nor is it woken: the
+-- next change, a release or a holder's expiry, serves the queue again,
+-- and wakes it then if it must ask again. A release (self nil) stops
+-- there without looking at the next waiter.
+-- The hash's writes go through w (writes), which the caller flushes.
 -- Returns the permits held now, the live waiter left first (a queue.lua
--- waiter table, or nil), and self's token if self was granted.
-local function serve(lock, fence, queue, holders, size, used, pub, channel, self, self_n)
+-- waiter table, or nil: none, or, for a release, not looked for once
+-- every permit is held), and self's token if self was granted.
+local function serve(lock, fence, queue, holders, size, used, pub, channel, self, self_n, w)
   local now = server_ms()
   local mine
   local function forget(owner)
-    redis.call('hdel', lock, want_prefix .. owner)
+    delete_field(lock, w, want_prefix .. owner)
   end
   while true do
+    if used >= size and not self then
+      return used, nil, mine
+    end
     local head = queue_head(queue, forget)
     if not head then
       return used, nil, mine
     end
     local want = self_n
     if head.owner ~= self then
+      if head.grant == grant_permits and used >= size then
+        return used, head, mine
+      end
       want = head.grant == grant_permits and tonumber(redis.call('hget', lock, want_prefix .. head.owner))
     end
     if not want or want > size then
@@ -108,7 +202,7 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
     end
     pop_head(queue)
     forget(head.owner)
-    local token = grant(lock, fence, holders, head.owner, want, head.deadline - now, false)
+    local token = grant(lock, fence, holders, head.owner, want, head.deadline - now, false, used, w)
     used = used + want
     if head.owner == self then
       mine = token
@@ -118,31 +212,37 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
   end
 end
 
--- Writes how many permits are held (and the size, if not nil), or, with
--- none held and nobody queued (head is the first live waiter, or nil),
--- deletes the semaphore's hash and holders' zset: it is free, and the
--- next caller's size holds.
-local function settle(lock, holders, used, head, size)
+-- Writes how many permits are held (and the size, if not nil) with w's
+-- other writes, or, with none held and nobody queued (head is the first
+-- live waiter, or nil), deletes the semaphore's hash and holders' zset
+-- instead: it is free, and the next caller's size holds.
+local function settle(lock, holders, used, head, size, w)
   if used == 0 and not head then
     redis.call('del', lock, holders)
-  elseif size then
-    redis.call('hset', lock, used_field, used, size_field, size)
-  else
-    redis.call('hset', lock, used_field, used)
+    return
   end
+  write_field(lock, w, used_field, used)
+  if size then
+    write_field(lock, w, size_field, size)
+  end
+  flush(lock, w)
 end
 
 -- How long, in milliseconds, a waiter that was not granted may sleep:
 -- until the first holder's expiry (its permits come back without a
 -- wake-up if it died), and, when another waiter, head, is first, no later
 -- than its deadline (it is purged then if it died). Granted permits come
--- with a wake-up by name.
-local function wait_for(holders, owner, head)
+-- with a wake-up by name. earliest is the first holder's expiry when known
+-- (purge; false: nobody holds), else nil.
+local function wait_for(holders, owner, head, earliest)
   local now = server_ms()
   local wait = -1
-  local first = redis.call('zrange', holders, 0, 0, 'WITHSCORES')
-  if first[2] then
-    wait = math.max(tonumber(first[2]) - now, 0)
+  if earliest == nil then
+    local first = redis.call('zrange', holders, 0, 0, 'WITHSCORES')
+    earliest = first[2] and tonumber(first[2])
+  end
+  if earliest then
+    wait = math.max(earliest - now, 0)
   end
   if head and head.owner ~= owner then
     local left = math.max(head.deadline - now, 0)

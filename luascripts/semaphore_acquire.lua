@@ -36,12 +36,16 @@ local lock, fence, queue, holders, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KE
 local owner, ms, pub, channel = ARGV[1], tonumber(ARGV[2]), ARGV[6], ARGV[5]
 local n, size = tonumber(ARGV[9]), tonumber(ARGV[10])
 
--- Nobody gone, nobody queued and no semaphore (the uncontended case)
--- costs one EXISTS: fresh, with nothing to read.
-local others = redis.call('exists', gone, queue, lock)
+-- One EXISTS names gone once, queue twice and the lock four times, and
+-- counts each key as often as it is named, so its reply says which of
+-- the three exist, in binary. Nobody gone, nobody queued and no semaphore
+-- (the uncontended case) costs that EXISTS alone: fresh, with nothing to
+-- read.
+local seen = redis.call('exists', gone, queue, queue, lock, lock, lock, lock)
+local queued_any = seen % 4 >= 2
 local v, fresh = {}, true
-if others > 0 then
-  v = redis.pcall('hmget', lock, size_field, used_field, owner)
+if seen > 0 then
+  v = redis.pcall('hmget', lock, size_field, used_field, owner, keep_field)
   if v.err then
     -- Another kind's lock (a string) has the name: wait for its expiry
     -- (-1: none, -2: gone already, as the reply codes say).
@@ -49,15 +53,11 @@ if others > 0 then
   end
   if v[1] then
     fresh = false
-    others = others - 1 -- the lock: others counts gone and queue from here
-  else
-    local pttl = redis.call('pttl', lock)
-    if pttl ~= -2 then
-      -- Another kind's lock (a hash without a size) has the name.
-      return {0, pttl}
-    end
+  elseif seen >= 4 then
+    -- Another kind's lock (a hash without a size) has the name.
+    return {0, redis.call('pttl', lock)}
   end
-  if others > 0 and is_gone(gone, owner) then
+  if seen % 2 == 1 and is_gone(gone, owner) then
     return {0, -1}
   end
 end
@@ -75,7 +75,8 @@ if expiry and expiry > server_ms() then
   end
   return {1, tonumber(token)}
 end
-local used = purge(lock, holders, tonumber(v[2]) or 0)
+local w = writes(v[4])
+local used, earliest = purge(lock, holders, tonumber(v[2]) or 0)
 local resize = nil
 if tonumber(v[1]) ~= size then
   if used > 0 then
@@ -84,20 +85,25 @@ if tonumber(v[1]) ~= size then
   resize = size
 end
 local head, mine
-if others > 0 or not fresh then
-  used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, n)
+if queued_any then
+  local held = used
+  used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, n, w)
+  if used ~= held then
+    -- Granted to waiters: the first holder's expiry may have changed.
+    earliest = nil
+  end
 end
 if mine then
-  settle(lock, holders, used, head, resize)
+  settle(lock, holders, used, head, resize, w)
   return {1, tonumber(mine)}
 end
 if not head and used + n <= size then
-  local token
+  write_field(lock, w, used_field, used + n)
   if resize then
-    token = grant(lock, fence, holders, owner, n, ms, fresh, used_field, used + n, size_field, size)
-  else
-    token = grant(lock, fence, holders, owner, n, ms, fresh, used_field, used + n)
+    write_field(lock, w, size_field, size)
   end
+  local token = grant(lock, fence, holders, owner, n, ms, fresh, used, w)
+  flush(lock, w)
   return {1, tonumber(token)}
 end
 
@@ -105,24 +111,25 @@ local queued = 0
 if ARGV[3] ~= '0' then
   queued = 1
   enqueue(queue, owner, ARGV[4], head, grant_permits)
-  if used == (tonumber(v[2]) or 0) and not resize then
-    -- Nothing else of the hash changed: settle below writes nothing.
-    redis.call('hset', lock, want_prefix .. owner, n)
-  else
-    redis.call('hset', lock, want_prefix .. owner, n, used_field, used, size_field, size)
+  write_field(lock, w, want_prefix .. owner, n)
+  if used ~= (tonumber(v[2]) or 0) or resize then
+    write_field(lock, w, used_field, used)
+    write_field(lock, w, size_field, size)
   end
-  -- The holders' expiries go with the hash, never before it: "used"
-  -- counts the permits they hold.
   if fresh then
+    flush(lock, w)
     redis.call('pexpire', lock, ARGV[4])
   else
-    lengthen(lock, ARGV[4])
-    lengthen(holders, ARGV[4])
+    outlast(lock, holders, w, ARGV[4])
+    flush(lock, w)
   end
   if not head then
     head = {owner = owner}
   end
 elseif used ~= (tonumber(v[2]) or 0) or resize then
-  settle(lock, holders, used, head, resize)
+  settle(lock, holders, used, head, resize, w)
+else
+  -- Dead waiters purged (serve): their wants go.
+  flush(lock, w)
 end
-return queued_reply(wait_for(holders, owner, head), queued)
+return queued_reply(wait_for(holders, owner, head, earliest), queued)

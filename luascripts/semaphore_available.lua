@@ -17,7 +17,7 @@
 -- lock has the name.
 local lock, fence, queue, holders = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local size = tonumber(ARGV[3])
-local v = redis.pcall('hmget', lock, size_field, used_field)
+local v = redis.pcall('hmget', lock, size_field, used_field, keep_field)
 if v.err then
   return 0
 end
@@ -31,7 +31,8 @@ if used > 0 and tonumber(v[1]) ~= size then
 end
 if used ~= held then
   local head
-  used, head = serve(lock, fence, queue, holders, tonumber(v[1]), used, ARGV[2], ARGV[1])
-  settle(lock, holders, used, head)
+  local w = writes(v[3])
+  used, head = serve(lock, fence, queue, holders, tonumber(v[1]), used, ARGV[2], ARGV[1], nil, nil, w)
+  settle(lock, holders, used, head, nil, w)
 end
 return size - used

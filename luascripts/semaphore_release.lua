@@ -23,13 +23,14 @@
 local lock, queue, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
 record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
-local v = redis.pcall('hmget', lock, owner, size_field, used_field)
+local v = redis.pcall('hmget', lock, owner, size_field, used_field, keep_field)
 if v.err then
   -- Another kind's lock (a string) has the name.
   return 0
 end
 local used = tonumber(v[3]) or 0
 local released = 0
+local w = writes(v[4])
 if v[1] then
   used = used - tonumber((holding(v[1])))
   released = 1
@@ -38,19 +39,20 @@ if v[1] then
     redis.call('del', lock, holders)
     return released
   end
-  redis.call('hdel', lock, owner)
+  delete_field(lock, w, owner)
   redis.call('zrem', holders, owner)
 elseif dequeue(queue, owner) then
-  redis.call('hdel', lock, want_prefix .. owner)
+  delete_field(lock, w, want_prefix .. owner)
 else
   return 0
 end
 if not v[2] then
   -- The hash expired under the waiter (nothing held): nothing to hand on.
+  flush(lock, w)
   return released
 end
 used = purge(lock, holders, used)
 local head
-used, head = serve(lock, fence, queue, holders, tonumber(v[2]), used, pub, channel)
-settle(lock, holders, used, head)
+used, head = serve(lock, fence, queue, holders, tonumber(v[2]), used, pub, channel, nil, nil, w)
+settle(lock, holders, used, head, nil, w)
 return released

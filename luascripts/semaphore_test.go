@@ -3,6 +3,7 @@ package luascripts_test
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
@@ -16,7 +17,14 @@ import (
 // (flag as attempt's) and returns its reply.
 func (k lockKeys) semAttempt(t *testing.T, rc rueidis.Client, owner, flag string, n, size int) []int64 {
 	t.Helper()
-	args := []string{owner, "60000", flag, "5000", k.wake, "publish", "", "0", strconv.Itoa(n), strconv.Itoa(size)}
+	return k.semAttemptFor(t, rc, owner, n, size, flag, 60000, 5000)
+}
+
+// semAttemptFor is semAttempt with a lease and a waiter timeout, in
+// milliseconds.
+func (k lockKeys) semAttemptFor(t *testing.T, rc rueidis.Client, owner string, n, size int, flag string, leaseMs, waiterMs int) []int64 {
+	t.Helper()
+	args := []string{owner, strconv.Itoa(leaseMs), flag, strconv.Itoa(waiterMs), k.wake, "publish", "", "0", strconv.Itoa(n), strconv.Itoa(size)}
 	v, err := run(t, rc, luascripts.SemaphoreAcquire, k.acquireKeys(), args).AsIntSlice()
 	require.NoError(t, err)
 	return v
@@ -74,4 +82,108 @@ func TestForceUnlockTellsAHolderLabelledWant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 	assert.Equal(t, int64(2), commandStats(t, rc)["publish"], "the broadcast and the holder's notice")
+}
+
+// expiryAt returns the server time in milliseconds at which key expires
+// (-1: never, -2: absent).
+func expiryAt(t *testing.T, rc rueidis.Client, key string) int64 {
+	t.Helper()
+	ms, err := rc.Do(t.Context(), rc.B().Pexpiretime().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	return ms
+}
+
+// The hash and the holders' zset outlive every queued waiter's deadline,
+// whichever waiter timeout each gave: a waiter's attempt skips extending
+// them only while the bound the hash keeps says they live long enough,
+// and a waiter with a longer timeout than that bound extends them.
+func TestSemaphoreKeysOutliveTheWaiters(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h", 1, 1, "1", 200, 5000)[0])
+	for _, w := range []struct {
+		owner    string
+		waiterMs int
+	}{{"a", 1000}, {"b", 1000}, {"c", 20000}, {"d", 1000}, {"e", 60000}} {
+		require.Equal(t, int64(0), k.semAttemptFor(t, rc, w.owner, 1, 1, "1", 200, w.waiterMs)[0], w.owner)
+		deadline := k.waiters(t, rc)[len(k.waiters(t, rc))-1].DeadlineMs
+		lock, holders := expiryAt(t, rc, k.lock), expiryAt(t, rc, k.readers)
+		assert.GreaterOrEqual(t, lock, deadline, "%s: the hash outlives the waiter", w.owner)
+		assert.GreaterOrEqual(t, holders, lock, "%s: the holders' expiries go with the hash, never before it", w.owner)
+	}
+}
+
+// A grant that finds no permit held makes the holders' zset anew: it gets
+// an expiry (the key never outlives the semaphore for good), no shorter
+// than the hash's, since "used" counts the permits it holds.
+func TestSemaphoreHoldersMadeByAGrantExpireWithTheHash(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h", 1, 1, "1", 60000, 5000)[0])
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "a", 1, 1, "1", 60000, 5000)[0])
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "b", 1, 1, "1", 60000, 30000)[0])
+	// h's release leaves no holder: the grant to a makes the zset anew.
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))
+	lock, holders := expiryAt(t, rc, k.lock), expiryAt(t, rc, k.readers)
+	assert.Positive(t, holders, "the holders' zset has an expiry")
+	assert.GreaterOrEqual(t, holders, lock, "the holders' expiries go with the hash, never before it")
+}
+
+// With every permit held, an attempt does not look at what the first
+// waiter wants; a release that frees a permit does, and wakes a first
+// waiter whose want is unknown to ask again, by name, while the waiters
+// behind it, which would fit, stay behind it.
+func TestSemaphoreReleaseWakesAnUnknownFirstWaiter(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttempt(t, rc, "h", "1", 2, 2)[0])
+	require.Equal(t, int64(0), k.semAttempt(t, rc, "a", "1", 1, 2)[0])
+	require.NoError(t, rc.Do(t.Context(), rc.B().Hdel().Key(k.lock).Field("want:a").Build()).Error())
+	require.Equal(t, int64(0), k.semAttempt(t, rc, "b", "1", 1, 2)[0])
+	require.NoError(t, rc.Do(t.Context(), rc.B().ConfigResetstat().Build()).Error())
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))
+	assert.Equal(t, int64(1), commandStats(t, rc)["publish"], "a woken to ask again")
+	assert.Equal(t, []string{"a", "b"}, k.owners(t, rc), "b does not overtake a")
+	used, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), used)
+}
+
+// The wait an attempt is told after it served the queue is until the
+// first expiry of the holders then, the permits it granted included: the
+// waiter granted by this attempt holds its permits until its own deadline,
+// before the older holder's lease ends.
+func TestSemaphoreWaitCountsTheGrantsOfTheAttempt(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h", 1, 3, "1", 60000, 5000)[0])
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "a", 3, 3, "1", 60000, 50)[0], "a waits for 3, 2 free")
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "b", 1, 3, "1", 60000, 5000)[0], "b waits behind a")
+	// a dies: past its deadline, the next attempt purges it and grants b.
+	deadline := k.waiters(t, rc)[0].DeadlineMs
+	require.Eventually(t, func() bool { return serverMicros(t, rc)/1000 > deadline }, 5*time.Second, 5*time.Millisecond)
+	got := k.semAttemptFor(t, rc, "c", 2, 3, "1", 60000, 5000)
+	require.Equal(t, int64(0), got[0], "c waits for 2, 1 free")
+	assert.Equal(t, []string{"c"}, k.owners(t, rc), "a purged, b granted")
+	assert.LessOrEqual(t, got[1], int64(5000), "c may sleep until b's grant expires, not h's")
+}
+
+// A release may hand its permits to thousands of waiters at once: its
+// writes to the hash, however many, all land.
+func TestSemaphoreReleaseServesThousands(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	const waiters = 4500
+	require.Equal(t, int64(1), k.semAttempt(t, rc, "h", "1", waiters, waiters)[0])
+	for i := range waiters {
+		require.Equal(t, int64(0), k.semAttempt(t, rc, "w"+strconv.Itoa(i), "1", 1, waiters)[0])
+	}
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))
+	assert.Empty(t, k.owners(t, rc))
+	fields, err := rc.Do(t.Context(), rc.B().Hlen().Key(k.lock).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(waiters+3), fields, "a field per holder, size, used and keep")
+	used, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(waiters), used)
 }
