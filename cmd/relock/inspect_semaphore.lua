@@ -1,8 +1,8 @@
 -- inspect_semaphore: a fragment, not a script: prepended to inspect.lua,
 -- which calls semaphore_of on the lock and the holders' expiries. Reads a
--- semaphore's hash (see luascripts/semaphore.lua: "size", "used", owner id
--- -> "permits token", "want:" owner id -> permits wanted) without
--- changing anything.
+-- semaphore's hash (see luascripts/semaphore.lua: "size", "used",
+-- "keep", owner id -> "permits token", "want:" owner id -> permits
+-- wanted) without changing anything.
 
 -- Returns false when lock is not a semaphore (not a hash with a "size"
 -- field); else {size, used, holders, held, waiters, wants}: holders and

@@ -120,7 +120,7 @@ func (st *lockState) addSemaphore(raw *rawSemaphore, now int64) {
 		return
 	}
 	st.Kind, st.KindCandidates = kindSemaphore, []string{kindSemaphore}
-	st.KindNote = `a hash with fields "size" and "used", owner id → "permits token", "want:" owner id → permits wanted`
+	st.KindNote = `a hash with fields "size", "used" and "keep" (a server time, ms, the keys outlive), owner id → "permits token", "want:" owner id → permits wanted`
 	sem := &semaphoreState{
 		permits: permits{Size: raw.size, Used: raw.used, Available: raw.size - raw.used},
 		Holders: []permitHolder{},
