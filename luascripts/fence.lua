@@ -32,3 +32,15 @@ local function next_token(key)
   end
   return tonumber(now)
 end
+
+-- next_token's token as a decimal string, for a script that writes it
+-- rather than returns it: the common case converts nothing.
+local function next_token_string(key)
+  local now = server_us()
+  local last = redis.call('set', key, now, 'PX', fence_ttl_ms, 'GET')
+  if last and (#last > #now or (#last == #now and last >= now)) then
+    redis.call('set', key, last, 'PX', fence_ttl_ms)
+    return string.format('%d', redis.call('incr', key))
+  end
+  return now
+end

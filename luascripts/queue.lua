@@ -31,9 +31,14 @@ local grant_string = 'string' -- the mutex: a string holding the owner id
 local grant_hash = 'hash' -- the reentrant and fair lock, a read-write lock's writer: a hash owner id -> 1
 local grant_permits = 'permits' -- the semaphore's waiter: its own holder records (semaphore.lua)
 
+-- Numbers go to redis.call as strings where that is free ('0'), and are
+-- printed with '%d' (exact for integers below 2^53, as these are): a
+-- number argument is printed with '%.14g', and '%.0f' is no cheaper, a
+-- floating-point conversion that costs more than most commands here.
+
 -- Returns the record of owner.
 local function waiter_record(owner, deadline, keep, grant)
-  return owner .. ' ' .. string.format('%.0f', deadline) .. ' ' .. string.format('%.0f', keep) .. ' ' .. grant
+  return owner .. ' ' .. string.format('%d %d ', deadline, keep) .. grant
 end
 
 -- Returns the waiter whose owner id and record are owner and record and
@@ -59,7 +64,7 @@ end
 local function queue_head(queue, purged)
   local any = false
   while true do
-    local first = redis.call('zrange', queue, 0, 1, 'WITHSCORES')
+    local first = redis.call('zrange', queue, '0', '1', 'WITHSCORES')
     if not first[1] then
       return nil, any
     end
@@ -68,7 +73,7 @@ local function queue_head(queue, purged)
       return w, any
     end
     -- Dead (its deadline passed), or no waiter's pair.
-    redis.call('zremrangebyrank', queue, 0, w and 1 or 0)
+    redis.call('zremrangebyrank', queue, '0', w and '1' or '0')
     any = true
     if w and purged then
       purged(w.owner)
@@ -174,7 +179,7 @@ local function enqueue(queue, owner, ms, head, grant)
   end
   local arrival, keep = tonumber(server_us()), 0
   if head then
-    local last = redis.call('zrange', queue, -1, -1, 'WITHSCORES')
+    local last = redis.call('zrange', queue, '-1', '-1', 'WITHSCORES')
     -- The last member is the last waiter's record (see above).
     arrival = math.max(arrival, tonumber(last[2]) + 1)
     keep = tonumber(string.match(last[1], ' (%d+) %a+$')) or 0
@@ -184,7 +189,7 @@ local function enqueue(queue, owner, ms, head, grant)
   if not kept then
     keep = server_ms() + 2 * ms
   end
-  local at = string.format('%.0f', arrival)
+  local at = string.format('%d', arrival)
   local record = waiter_record(owner, deadline, keep, grant)
   if redis.call('zadd', queue, 'NX', at, owner, at, record) == 1 then
     -- owner was queued already (a waiter's later attempt): its record
@@ -216,7 +221,7 @@ end
 -- Wakes the first waiter of queue, if any, by name (publish on channel
 -- with command pub), to try now.
 local function wake_head(queue, pub, channel)
-  local first = redis.call('zrange', queue, 0, 0)
+  local first = redis.call('zrange', queue, '0', '0')
   if first[1] then
     wake_owner(pub, channel, first[1])
   end
@@ -231,7 +236,7 @@ end
 -- an Unlock does. With pub nil, it does not wake anyone: the caller does,
 -- after its grant.
 local function pop_head(queue, pub, channel)
-  redis.call('zremrangebyrank', queue, 0, 1)
+  redis.call('zremrangebyrank', queue, '0', '1')
   if pub then
     wake_head(queue, pub, channel)
   end

@@ -19,6 +19,10 @@
 
 local size_field, used_field, keep_field, want_prefix = 'size', 'used', 'keep', 'want:'
 
+-- Numbers go to redis.call as strings where that is free ('0'), or
+-- printed with '%d': Redis's Lua prints a number argument with '%.14g',
+-- a floating-point conversion that costs more than most commands here.
+
 -- Extends the TTL of the semaphore's hash or holders' zset to at least ms
 -- milliseconds, in one command: unlike the keys extend (time.lua) takes,
 -- these always have an expiry, set by the script that creates them.
@@ -54,7 +58,7 @@ local function flush(lock, w)
   end
   if w.moved then
     w.sets[#w.sets + 1] = keep_field
-    w.sets[#w.sets + 1] = string.format('%.0f', w.keep)
+    w.sets[#w.sets + 1] = string.format('%d', w.keep)
     w.moved = false
   end
   if #w.sets > 0 then
@@ -105,10 +109,9 @@ end
 -- held is the permits held before the grant: with none, the holders'
 -- zset was empty, hence absent, and the ZADD makes it without expiry.
 local function grant(lock, fence, holders, owner, n, ms, fresh, held, w)
-  -- '%.0f': Lua prints a number this large in exponent form.
-  local token = string.format('%.0f', next_token(fence))
+  local token = next_token_string(fence)
   write_field(lock, w, owner, n .. ' ' .. token)
-  redis.call('zadd', holders, server_ms() + ms, owner)
+  redis.call('zadd', holders, string.format('%d', server_ms() + ms), owner)
   if fresh then
     w.keep, w.moved = server_ms() + ms, true
     flush(lock, w)
@@ -134,7 +137,7 @@ local function purge(lock, holders, used)
   if used == 0 then
     return 0, false
   end
-  local first = redis.call('zrange', holders, 0, 0, 'WITHSCORES')
+  local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
   if not first[2] then
     return used, false
   end
@@ -238,7 +241,7 @@ local function wait_for(holders, owner, head, earliest)
   local now = server_ms()
   local wait = -1
   if earliest == nil then
-    local first = redis.call('zrange', holders, 0, 0, 'WITHSCORES')
+    local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
     earliest = first[2] and tonumber(first[2])
   end
   if earliest then

@@ -2,6 +2,7 @@ package luascripts_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,4 +187,37 @@ func TestSemaphoreReleaseServesThousands(t *testing.T) {
 	used, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(waiters), used)
+}
+
+// Tokens, expiries and queue records are written exactly, digit for
+// digit, though far above 2^32: a grant's token, the server's clock in
+// microseconds, is the one the holder's field holds and the hand-over
+// names, and a waiter's deadline is the server's clock in milliseconds.
+func TestSemaphoreWritesLargeNumbersExactly(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	before := serverMicros(t, rc)
+	got := k.semAttempt(t, rc, "h", "1", 1, 1)
+	require.Equal(t, int64(1), got[0])
+	assert.GreaterOrEqual(t, got[1], before)
+	field, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("h").Build()).ToString()
+	require.NoError(t, err)
+	assert.Equal(t, "1 "+strconv.FormatInt(got[1], 10), field)
+	expiry, err := rc.Do(t.Context(), rc.B().Zscore().Key(k.readers).Member("h").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.InDelta(t, before/1000+60000, expiry, 5000, "the lease's expiry, server ms")
+
+	require.Equal(t, int64(0), k.semAttempt(t, rc, "a", "1", 1, 1)[0])
+	w := k.waiters(t, rc)
+	require.Len(t, w, 1)
+	assert.InDelta(t, before/1000+5000, w[0].DeadlineMs, 5000, "the waiter's deadline, server ms")
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))
+	field, err = rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("a").Build()).ToString()
+	require.NoError(t, err)
+	n, token, ok := strings.Cut(field, " ")
+	require.True(t, ok, field)
+	assert.Equal(t, "1", n)
+	minted, err := strconv.ParseInt(token, 10, 64)
+	require.NoError(t, err)
+	assert.Greater(t, minted, got[1], "the hand-over's token")
 }
