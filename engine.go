@@ -647,6 +647,9 @@ func (w *waiter) outcome(v []int64, err error) (token, wait int64, _ error) {
 		w.queued = true
 	}
 	w.replyMs, _ = luascripts.ServerMs(v)
+	if w.sub != nil {
+		w.sub.Queued(w.owner, luascripts.Queued(v))
+	}
 	return 0, n, nil
 }
 

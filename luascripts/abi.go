@@ -69,7 +69,9 @@ import (
 //	              Available)
 //
 // Wake-ups for all go on the lock's channel (Keys.Wake): "" wakes every
-// waiter, "one" one waiter per client. Those that name an owner go on the
+// waiter, "one" one waiter per client, "unqueued" every waiter that is not
+// in the lock's queue (a queued waiter is woken by name when its turn
+// comes). Those that name an owner go on the
 // channel of that owner's client for the lock, Keys.Wake + ":" + the
 // client id (the owner id up to its last ':'), with the command the call
 // names: the owner id wakes that owner's waiter, and "owner token" is a

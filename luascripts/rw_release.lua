@@ -20,7 +20,9 @@
 --          as a waiting writer)
 --
 -- A writer's release lets the readers waiting at that moment in (rw.lua,
--- admit_readers) and wakes every waiter ("" payload). Otherwise, releasing
+-- admit_readers) and wakes every waiter outside the queue ("unqueued"
+-- payload: the readers; the queued writers wait for their turn, which
+-- names them). Otherwise, releasing
 -- the last holder hands the lock to the first waiting writer, if one
 -- waits, and wakes it by name with the grant's token (queue.lua, hand_on:
 -- no reader may enter before it), else wakes every waiter (the readers may
@@ -37,7 +39,7 @@ if not ended then
   redis.call('zrem', KEYS[3], ARGV[1]) -- a waiting reader's record
   if dequeue(KEYS[2], ARGV[1]) then
     if redis.call('exists', KEYS[2]) == 0 then
-      redis.call(ARGV[3], ARGV[2], '') -- readers held back by this writer may enter
+      redis.call(ARGV[3], ARGV[2], 'unqueued') -- readers held back by this writer may enter
     elseif redis.call('exists', KEYS[1]) == 0 then
       wake_first(KEYS[2], ARGV[3], ARGV[2]) -- the writer first now
     end
@@ -51,13 +53,14 @@ local reader = redis.call('zrem', KEYS[3], ARGV[1]) == 1
 if redis.call('hlen', KEYS[1]) <= 1 then
   -- No holder is left (the mode alone, or nothing). A writer's release
   -- lets the readers waiting now in before the next writer (rw.lua,
-  -- admit_readers), and wakes everyone to take their holds up. Else the
+  -- admit_readers), and wakes those outside the queue to take their holds
+  -- up. Else the
   -- first waiting writer takes the lock now, and no reader may enter
   -- before it (direct handoff: queue.lua, hand_on). With no writer
   -- waiting, wake every waiter: the readers may all enter.
   redis.call('del', KEYS[1])
   if not reader and admit_readers(KEYS[1], KEYS[3]) then
-    redis.call(ARGV[3], ARGV[2], '')
+    redis.call(ARGV[3], ARGV[2], 'unqueued')
     return 1
   end
   if not hand_on(KEYS[5], KEYS[2], KEYS[1], false, ARGV[3], ARGV[2]) then
@@ -71,6 +74,6 @@ if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then
   -- admit_readers), and so may others while no writer waits.
   redis.call('hset', KEYS[1], 'mode', 'read')
   admit_readers(KEYS[1], KEYS[3])
-  redis.call(ARGV[3], ARGV[2], '')
+  redis.call(ARGV[3], ARGV[2], 'unqueued')
 end
 return 1

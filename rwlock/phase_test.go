@@ -3,7 +3,9 @@ package rwlock_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,4 +136,78 @@ func TestWriterBehindReaderStreamWaitsForPresentReaders(t *testing.T) {
 		}
 	}
 	assert.Empty(t, during, "readers let in while the writer waited")
+}
+
+// writeAttempts is a rueidis client that counts the write-lock attempts
+// sent through it (FCALL, EVALSHA or EVAL of the write acquire: its
+// function's name, or its keys and the ABI's eight arguments).
+type writeAttempts struct {
+	rueidis.Client
+	n atomic.Int64
+}
+
+func (c *writeAttempts) count(cmd rueidis.Completed) {
+	if args := cmd.Commands(); len(args) > 1 && args[0] == "FCALL" && strings.HasSuffix(args[1], "_rw_write_acquire") {
+		c.n.Add(1)
+	}
+}
+
+func (c *writeAttempts) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.count(cmd)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c *writeAttempts) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	for _, cmd := range cmds {
+		c.count(cmd)
+	}
+	return c.Client.DoMulti(ctx, cmds...)
+}
+
+// A writer's release that admits the readers it held back wakes those
+// readers, not the writers queued behind it: their turn comes by name
+// when the readers are gone, so they make no attempt in between.
+func TestAdmittingReadersLeavesQueuedWritersAsleep(t *testing.T) {
+	srv := redistest.Shared(t)
+	rc := srv.Client(t)
+	ctx := context.Background()
+	name := t.Name()
+	holder, err := rwlock.New(locktest.Client(t, rc), name).Lock(ctx)
+	require.NoError(t, err)
+
+	// A reader waits behind the writer holding the lock, on the Client
+	// the queued writer will use: the writer joins its live subscription,
+	// so that no subscription's first message sets it trying.
+	spy := &writeAttempts{Client: srv.Client(t)}
+	c := locktest.Client(t, spy)
+	reader := make(chan *relock.Lease, 1)
+	go func() {
+		r, err := rwlock.New(c, name).RLock(ctx)
+		assert.NoError(t, err)
+		reader <- r
+	}()
+	channel := "relock:{" + name + "}:wake"
+	locktest.Eventually(t, "the reader to wait, subscribed", func() bool {
+		n, err := rc.Do(ctx, rc.B().Zcard().Key("relock:{"+name+"}:readers").Build()).AsInt64()
+		subs, err2 := rc.Do(ctx, rc.B().PubsubNumsub().Channel(channel).Build()).AsIntMap()
+		return err == nil && err2 == nil && n == 1 && subs[channel] == 1
+	})
+	writer := make(chan error, 1)
+	go func() {
+		w, err := rwlock.New(c, name).Lock(ctx)
+		if err == nil {
+			err = w.Unlock()
+		}
+		writer <- err
+	}()
+	locktest.Eventually(t, "the second writer to queue", func() bool {
+		return locktest.QueueLen(ctx, rc, "relock:{"+name+"}:queue") == 1
+	})
+	require.Equal(t, int64(1), spy.n.Load(), "the queued writer's attempts")
+
+	require.NoError(t, holder.Unlock()) // admits the reader
+	r := <-reader
+	require.NoError(t, r.Unlock()) // hands the lock to the queued writer
+	require.NoError(t, <-writer)
+	assert.Equal(t, int64(1), spy.n.Load(), "the queued writer tried while the admitted reader held the lock")
 }

@@ -225,6 +225,7 @@ type target struct {
 	seq     uint64
 	woken   bool  // closed by a wake-up for one waiter, and not taken up since
 	granted int64 // the token of a hand-over to this owner, not taken yet; 0 if none
+	queued  bool  // the owner's last attempt left it in the lock's queue (see WakeUnqueued)
 }
 
 // Join returns the subscription to the lock whose channel is channel,
@@ -427,6 +428,23 @@ func (h *Hub) wakeAll() {
 // has waited longest. Lock kinds only one waiter can take publish it.
 const WakeOne = "one"
 
+// WakeUnqueued is the payload of a wake-up for every waiter that is not in
+// the lock's queue (see Sub.Queued): a queued waiter is woken by name when
+// its turn comes, so a change that lets in only waiters outside the queue
+// (a read-write lock's writer admitting the readers it held back) leaves
+// the queue asleep.
+const WakeUnqueued = "unqueued"
+
+// Queued records whether owner's last attempt left it in the lock's queue,
+// for WakeUnqueued.
+func (s *Sub) Queued(owner string, queued bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.targets[owner]; t != nil {
+		t.queued = queued
+	}
+}
+
 // NextFor returns the channel that owner's waiter waits on after its coming
 // attempt: closed on the next wake-up for all (an empty payload, or a
 // (re)subscription), for owner by name, or for one waiter when owner has
@@ -483,8 +501,9 @@ func (s *Sub) Forget(owner string) {
 	}
 }
 
-// wake delivers a wake-up whose payload is "" (for all), WakeOne, an owner
-// id, or an owner id and the token of a hand-over to it.
+// wake delivers a wake-up whose payload is "" (for all), WakeOne,
+// WakeUnqueued, an owner id, or an owner id and the token of a hand-over to
+// it.
 func (s *Sub) wake(payload string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -495,6 +514,12 @@ func (s *Sub) wake(payload string) {
 		}
 	case WakeOne:
 		s.wakeOne()
+	case WakeUnqueued:
+		for _, t := range s.targets {
+			if !t.queued {
+				t.fire()
+			}
+		}
 	default:
 		owner, token := named(payload)
 		if t := s.targets[owner]; t != nil {

@@ -241,6 +241,31 @@ func TestNamedWakeUps(t *testing.T) {
 	s.Forget("b")
 }
 
+// TestWakeUnqueued checks that a wake-up for the waiters outside the queue
+// leaves the queued ones asleep, and that an empty payload still wakes them.
+func TestWakeUnqueued(t *testing.T) {
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, _ := newHub(t, srv)
+	ch := channelOf(t, "")
+
+	s := h.Join(ch)
+	defer s.Leave()
+	numsubIs(t, admin, ch, 1)
+	barrier(t, s, admin, ch)
+
+	queued, out := s.NextFor("writer"), s.NextFor("reader")
+	s.Queued("writer", true)
+	s.Queued("reader", false)
+	require.Equal(t, int64(1), publish(t, admin, ch, wake.WakeUnqueued))
+	fired(t, out, "a wake-up for the waiters outside the queue")
+	pending(t, queued)
+	require.Equal(t, int64(1), publish(t, admin, ch, ""))
+	fired(t, queued, "a wake-up for all")
+	s.Forget("writer")
+	s.Forget("reader")
+}
+
 func TestJoinsShareOneSubscription(t *testing.T) {
 	srv := redistest.Shared(t)
 	admin := srv.Client(t)
