@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -40,6 +41,7 @@ type link struct {
 	sharded bool               // SSUBSCRIBE on the node at addr
 	stop    context.CancelFunc // ends run; called by Hub.Close with h.mu held
 	kick    chan struct{}      // buffered(1): the link's channels changed
+	kicks   atomic.Int64       // wake calls, for tests
 
 	// Guarded by h.mu.
 	subs   map[string]*Sub // the Subs this link serves, joined or lingering, by channel (Sub.channel)
@@ -50,6 +52,7 @@ type link struct {
 // wake makes run look at the link's channels again. Called with h.mu held
 // or not; never blocks.
 func (l *link) wake() {
+	l.kicks.Add(1)
 	select {
 	case l.kick <- struct{}{}:
 	default:

@@ -125,3 +125,19 @@ func TestPattern(t *testing.T) {
 	eventually(t, "the notice to be told", func() bool { return len(lost.get()) > 0 })
 	assert.Equal(t, []string{id + ":2"}, lost.get(), "only the Client's named channel is heard")
 }
+
+// A hold's Listen and Unlisten, once the pattern is live, wake no goroutine
+// of the Hub's: an uncontended Lock+Unlock costs the Hub nothing.
+func TestListenUnlistenWakesNoGoroutine(t *testing.T) {
+	srv := redistest.Shared(t)
+	h, _ := newNamedHub(t, srv, "id-"+t.Name())
+	h.Listen()
+	eventually(t, "the pattern to be live", h.Listening)
+	before := h.PatternKicks()
+	for range 10 {
+		h.Unlisten()
+		h.Listen()
+	}
+	h.Unlisten()
+	assert.Equal(t, before, h.PatternKicks(), "kicks of the pattern's link")
+}

@@ -302,8 +302,10 @@ func (h *Hub) unlisten() {
 		return // a Listen after Close, or its pattern dropped since (Close)
 	}
 	if s.refs--; s.refs == 0 {
+		// No kick: the link's loop wakes by its ping at the latest and
+		// drops the pattern once it lingered (link.plan), so that a
+		// Lock+Unlock wakes no goroutine of the Hub's.
 		s.idleSince = time.Now()
-		s.link.wake()
 	}
 }
 
