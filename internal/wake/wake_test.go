@@ -147,6 +147,23 @@ func publish(t *testing.T, rc rueidis.Client, channel, payload string) int64 {
 	return n
 }
 
+// liveSub joins a Hub of its own to a channel of the test's and returns
+// the subscription once the server confirmed it and a message passed
+// through (barrier), a client to publish with, and the channel. It
+// leaves the channel when the test ends.
+func liveSub(t *testing.T) (*wake.Sub, rueidis.Client, string) {
+	t.Helper()
+	srv := redistest.Shared(t)
+	admin := srv.Client(t)
+	h, _ := newHub(t, srv)
+	ch := channelOf(t, "")
+	s := h.Join(ch)
+	t.Cleanup(s.Leave)
+	numsubIs(t, admin, ch, 1)
+	barrier(t, s, admin, ch)
+	return s, admin, ch
+}
+
 // barrier returns once every wake-up for all that was on its way to s,
 // including the subscription confirmation that may follow Join, has been
 // delivered. It publishes a wake-up naming a barrier owner until one wakes
@@ -203,15 +220,7 @@ func TestNextFires(t *testing.T) {
 // TestNamedWakeUps checks the wake-ups that name an owner: they wake only
 // that owner's NextFor, while an empty payload wakes everyone.
 func TestNamedWakeUps(t *testing.T) {
-	srv := redistest.Shared(t)
-	admin := srv.Client(t)
-	h, _ := newHub(t, srv)
-	ch := channelOf(t, "")
-
-	s := h.Join(ch)
-	defer s.Leave()
-	numsubIs(t, admin, ch, 1)
-	barrier(t, s, admin, ch)
+	s, admin, ch := liveSub(t)
 
 	a, b, all := s.NextFor("a"), s.NextFor("b"), s.NextFor("waiter")
 	require.Equal(t, int64(1), publish(t, admin, ch, "a"))
@@ -244,15 +253,7 @@ func TestNamedWakeUps(t *testing.T) {
 // TestWakeUnqueued checks that a wake-up for the waiters outside the queue
 // leaves the queued ones asleep, and that an empty payload still wakes them.
 func TestWakeUnqueued(t *testing.T) {
-	srv := redistest.Shared(t)
-	admin := srv.Client(t)
-	h, _ := newHub(t, srv)
-	ch := channelOf(t, "")
-
-	s := h.Join(ch)
-	defer s.Leave()
-	numsubIs(t, admin, ch, 1)
-	barrier(t, s, admin, ch)
+	s, admin, ch := liveSub(t)
 
 	queued, out := s.NextFor("writer"), s.NextFor("reader")
 	s.Queued("writer", true)
@@ -426,15 +427,7 @@ func TestClose(t *testing.T) {
 // A wake-up "owner token" is a hand-over: it wakes owner's waiter, which
 // takes the token once with Granted; a plain named wake-up carries none.
 func TestHandOverCarriesItsToken(t *testing.T) {
-	srv := redistest.Shared(t)
-	admin := srv.Client(t)
-	h, _ := newHub(t, srv)
-	ch := channelOf(t, "")
-
-	s := h.Join(ch)
-	defer s.Leave()
-	numsubIs(t, admin, ch, 1)
-	barrier(t, s, admin, ch)
+	s, admin, ch := liveSub(t)
 
 	a, b := s.NextFor("a"), s.NextFor("b")
 	require.Equal(t, int64(1), publish(t, admin, ch, "a 1764000000000042"))
@@ -461,14 +454,7 @@ func TestHandOverCarriesItsToken(t *testing.T) {
 // the next (the woken one goes to the back), and passes on when its waiter
 // leaves without acting on it.
 func TestWakeOne(t *testing.T) {
-	srv := redistest.Shared(t)
-	admin := srv.Client(t)
-	h, _ := newHub(t, srv)
-	ch := channelOf(t, "")
-	s := h.Join(ch)
-	defer s.Leave()
-	numsubIs(t, admin, ch, 1)
-	barrier(t, s, admin, ch)
+	s, admin, ch := liveSub(t)
 	s.Forget("waiter") // the barrier's: it would be the longest waiting
 
 	a, b, c := s.NextFor("a"), s.NextFor("b"), s.NextFor("c")
