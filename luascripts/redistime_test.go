@@ -46,14 +46,7 @@ import (
 //   - bsm-redislock: github.com/bsm/redislock's obtain and release
 //     scripts (SET NX PX; GET, DEL) by EVALSHA, the leanest peer.
 func BenchmarkRedisTime(b *testing.B) {
-	var rc rueidis.Client
-	var cg *callgrind
-	if os.Getenv("RELOCK_CALLGRIND") != "" {
-		cg = startCallgrind(b)
-		rc = cg.client(b)
-	} else {
-		rc = redistest.New(b).Client(b)
-	}
+	rc, cg := redisTimeServer(b)
 	ctx := context.Background()
 	k := luascripts.NewKeys("relock", "bench")
 	owner := "bench-0123456789abcdef0123456789abcdef:1"
@@ -127,13 +120,32 @@ if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset
 					b.Fatal(err)
 				}
 			}
-			if cg != nil {
-				b.ReportMetric(cg.instructions(b)/float64(b.N), "redis-instr/pair")
-				return
-			}
-			b.ReportMetric(float64(scriptUsec(b, rc))/float64(b.N), "redis-µs/pair")
+			reportRedisTime(b, rc, cg, "pair")
 		})
 	}
+}
+
+// redisTimeServer returns a client of a Redis of the benchmark's own: with
+// RELOCK_CALLGRIND set, a redis-server under callgrind, which it also
+// returns; otherwise the test harness's, and a nil *callgrind.
+func redisTimeServer(b *testing.B) (rueidis.Client, *callgrind) {
+	if os.Getenv("RELOCK_CALLGRIND") == "" {
+		return redistest.New(b).Client(b), nil
+	}
+	cg := startCallgrind(b)
+	return cg.client(b), cg
+}
+
+// reportRedisTime reports the Redis time of each of b.N operations (per
+// is their name: "pair", "grant"): the instructions callgrind counted
+// since cg.zero, or, with a nil cg, the scripts' commandstats usec since
+// the last CONFIG RESETSTAT.
+func reportRedisTime(b *testing.B, rc rueidis.Client, cg *callgrind, per string) {
+	if cg != nil {
+		b.ReportMetric(cg.instructions(b)/float64(b.N), "redis-instr/"+per)
+		return
+	}
+	b.ReportMetric(float64(scriptUsec(b, rc))/float64(b.N), "redis-µs/"+per)
 }
 
 // scriptUsec returns the usec INFO commandstats counts for the scripts and

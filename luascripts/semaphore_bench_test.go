@@ -2,13 +2,9 @@ package luascripts_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 
-	"github.com/redis/rueidis"
-
-	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/luascripts"
 )
 
@@ -19,14 +15,7 @@ import (
 // INFO commandstats counts for the two functions), or, with
 // RELOCK_CALLGRIND=1, "redis-instr/grant" (see BenchmarkRedisTime).
 func BenchmarkSemaphoreHotPath(b *testing.B) {
-	var rc rueidis.Client
-	var cg *callgrind
-	if os.Getenv("RELOCK_CALLGRIND") != "" {
-		cg = startCallgrind(b)
-		rc = cg.client(b)
-	} else {
-		rc = redistest.New(b).Client(b)
-	}
+	rc, cg := redisTimeServer(b)
 	ctx := context.Background()
 	runner := luascripts.NewRunner(rc)
 	k := luascripts.NewKeys("relock", "semaphore-bench")
@@ -64,9 +53,5 @@ func BenchmarkSemaphoreHotPath(b *testing.B) {
 	for b.Loop() {
 		grant()
 	}
-	if cg != nil {
-		b.ReportMetric(cg.instructions(b)/float64(b.N), "redis-instr/grant")
-		return
-	}
-	b.ReportMetric(float64(scriptUsec(b, rc))/float64(b.N), "redis-µs/grant")
+	reportRedisTime(b, rc, cg, "grant")
 }
