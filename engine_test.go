@@ -247,32 +247,25 @@ func TestLockersExposeNoEngine(t *testing.T) {
 // scripts with five keys whose second is the fence (a release's is the
 // queue).
 type acquireSpy struct {
-	rueidis.Client
+	locktest.Spy
 	attempts atomic.Int64 // acquire calls
 	renewals atomic.Int64 // renewals (and re-entries, heartbeats): two keys
 }
 
-func (s *acquireSpy) count(cmd rueidis.Completed) {
-	if args := cmd.Commands(); len(args) > 4 && (args[0] == "FCALL" || args[0] == "EVALSHA" || args[0] == "EVAL") {
-		switch {
-		case args[2] == "5" && strings.HasSuffix(args[4], ":fence"):
-			s.attempts.Add(1)
-		case args[2] == "2":
-			s.renewals.Add(1)
+// newAcquireSpy returns an acquireSpy on rc.
+func newAcquireSpy(rc rueidis.Client) *acquireSpy {
+	s := &acquireSpy{}
+	s.Spy = locktest.Spy{Client: rc, See: func(args []string) {
+		if len(args) > 4 && (args[0] == "FCALL" || args[0] == "EVALSHA" || args[0] == "EVAL") {
+			switch {
+			case args[2] == "5" && strings.HasSuffix(args[4], ":fence"):
+				s.attempts.Add(1)
+			case args[2] == "2":
+				s.renewals.Add(1)
+			}
 		}
-	}
-}
-
-func (s *acquireSpy) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	s.count(cmd)
-	return s.Client.Do(ctx, cmd)
-}
-
-func (s *acquireSpy) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
-	for _, cmd := range cmds {
-		s.count(cmd)
-	}
-	return s.Client.DoMulti(ctx, cmds...)
+	}}
+	return s
 }
 
 // queued waits until the queue of the lock keys holds n waiters.
@@ -337,7 +330,7 @@ func TestHandOverNeedsNoAttempt(t *testing.T) {
 		t.Run(kd.name, func(t *testing.T) {
 			srv := redistest.Shared(t)
 			holder := kd.holder(locktest.Client(t, srv.Client(t)), t.Name())
-			spy := &acquireSpy{Client: srv.Client(t)}
+			spy := newAcquireSpy(srv.Client(t))
 			waiter := kd.waiter(locktest.Client(t, spy), t.Name())
 			ctx := context.Background()
 
@@ -380,7 +373,7 @@ func TestWaiterBehindAHandOverDoesNotTry(t *testing.T) {
 	srv := redistest.Shared(t)
 	holder := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
 	first := fair.New(locktest.Client(t, srv.Client(t)), t.Name())
-	spy := &acquireSpy{Client: srv.Client(t)}
+	spy := newAcquireSpy(srv.Client(t))
 	second := fair.New(locktest.Client(t, spy), t.Name())
 	ctx := context.Background()
 	rc := srv.Client(t)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/luascripts"
 )
@@ -119,8 +120,12 @@ func TestRunnerFallsBackToEvalshaWithoutFunctions(t *testing.T) {
 func TestRunnerPausesLoadsRedisRefused(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	ctx := context.Background()
-	counted := &loadCounter{Client: rc}
-	r := luascripts.NewRunner(counted)
+	var loads atomic.Int64 // the FUNCTION LOADs the Runner sends
+	r := luascripts.NewRunner(&locktest.Spy{Client: rc, See: func(args []string) {
+		if len(args) > 1 && args[0] == "FUNCTION" && args[1] == "LOAD" {
+			loads.Add(1)
+		}
+	}})
 	k := keysFor(t, rc)
 	require.NoError(t, rc.Do(ctx, rc.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", "1").Build()).Error())
 	t.Cleanup(func() {
@@ -133,20 +138,6 @@ func TestRunnerPausesLoadsRedisRefused(t *testing.T) {
 		require.NoError(t, err, "a release runs out of memory")
 		assert.Zero(t, n)
 	}
-	assert.Equal(t, int64(1), counted.loads.Load(), "one load refused, then none for a while")
+	assert.Equal(t, int64(1), loads.Load(), "one load refused, then none for a while")
 	assert.True(t, r.Functions(), "a refused load is no refused FCALL")
-}
-
-// loadCounter is a rueidis client that counts the FUNCTION LOADs sent
-// through it.
-type loadCounter struct {
-	rueidis.Client
-	loads atomic.Int64
-}
-
-func (c *loadCounter) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	if args := cmd.Commands(); len(args) > 1 && args[0] == "FUNCTION" && args[1] == "LOAD" {
-		c.loads.Add(1)
-	}
-	return c.Client.Do(ctx, cmd)
 }

@@ -138,32 +138,6 @@ func TestWriterBehindReaderStreamWaitsForPresentReaders(t *testing.T) {
 	assert.Empty(t, during, "readers let in while the writer waited")
 }
 
-// writeAttempts is a rueidis client that counts the write-lock attempts
-// sent through it (FCALL, EVALSHA or EVAL of the write acquire: its
-// function's name, or its keys and the ABI's eight arguments).
-type writeAttempts struct {
-	rueidis.Client
-	n atomic.Int64
-}
-
-func (c *writeAttempts) count(cmd rueidis.Completed) {
-	if args := cmd.Commands(); len(args) > 1 && args[0] == "FCALL" && strings.HasSuffix(args[1], "_rw_write_acquire") {
-		c.n.Add(1)
-	}
-}
-
-func (c *writeAttempts) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	c.count(cmd)
-	return c.Client.Do(ctx, cmd)
-}
-
-func (c *writeAttempts) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
-	for _, cmd := range cmds {
-		c.count(cmd)
-	}
-	return c.Client.DoMulti(ctx, cmds...)
-}
-
 // A writer's release that admits the readers it held back wakes those
 // readers, not the writers queued behind it: their turn comes by name
 // when the readers are gone, so they make no attempt in between.
@@ -178,8 +152,12 @@ func TestAdmittingReadersLeavesQueuedWritersAsleep(t *testing.T) {
 	// A reader waits behind the writer holding the lock, on the Client
 	// the queued writer will use: the writer joins its live subscription,
 	// so that no subscription's first message sets it trying.
-	spy := &writeAttempts{Client: srv.Client(t)}
-	c := locktest.Client(t, spy)
+	var writes atomic.Int64 // the write-lock attempts (FCALLs of its function) c sends
+	c := locktest.Client(t, &locktest.Spy{Client: srv.Client(t), See: func(args []string) {
+		if len(args) > 1 && args[0] == "FCALL" && strings.HasSuffix(args[1], "_rw_write_acquire") {
+			writes.Add(1)
+		}
+	}})
 	reader := make(chan *relock.Lease, 1)
 	go func() {
 		r, err := rwlock.New(c, name).RLock(ctx)
@@ -203,11 +181,11 @@ func TestAdmittingReadersLeavesQueuedWritersAsleep(t *testing.T) {
 	locktest.Eventually(t, "the second writer to queue", func() bool {
 		return locktest.QueueLen(ctx, rc, "relock:{"+name+"}:queue") == 1
 	})
-	require.Equal(t, int64(1), spy.n.Load(), "the queued writer's attempts")
+	require.Equal(t, int64(1), writes.Load(), "the queued writer's attempts")
 
 	require.NoError(t, holder.Unlock()) // admits the reader
 	r := <-reader
 	require.NoError(t, r.Unlock()) // hands the lock to the queued writer
 	require.NoError(t, <-writer)
-	assert.Equal(t, int64(1), spy.n.Load(), "the queued writer tried while the admitted reader held the lock")
+	assert.Equal(t, int64(1), writes.Load(), "the queued writer tried while the admitted reader held the lock")
 }
