@@ -37,6 +37,16 @@ type hotShape struct {
 	tag            string // in the lock's name: tells apart rows of one shape
 }
 
+// name returns the parts of a row's key name in shape s: parts, the
+// shape, and its tag if it has one.
+func (s hotShape) name(parts ...string) []string {
+	parts = append(parts, fmt.Sprintf("%dx%d", s.procs, s.waiters))
+	if s.tag != "" {
+		parts = append(parts, s.tag)
+	}
+	return parts
+}
+
 // workers returns how many waiters process i runs: the waiters split as
 // evenly as they go, the first processes taking one more.
 func (s hotShape) workers(i int) int {
@@ -142,11 +152,7 @@ func (r *runner) logRow(what string, row HotKeyRow) {
 func (r *runner) hotKeyRow(ctx context.Context, lib *library, hold time.Duration, shape hotShape, profile string) HotKeyRow {
 	p := r.plan
 	row := HotKeyRow{Lib: lib.Lib, Hold: hold, Processes: shape.procs, Workers: shape.waiters, Seconds: shape.d.Seconds()}
-	name := []string{"hot", lib.ID, hold.String(), fmt.Sprintf("%dx%d", shape.procs, shape.waiters)}
-	if shape.tag != "" {
-		name = append(name, shape.tag)
-	}
-	key := r.key(name...)
+	key := r.key(shape.name("hot", lib.ID, hold.String())...)
 	specs := make([]childSpec, shape.procs)
 	for i := range specs {
 		specs[i] = childSpec{

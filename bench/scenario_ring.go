@@ -51,11 +51,7 @@ func (r *runner) ringRows(ctx context.Context) []RingRow {
 // ringRow runs the ring in one shape, each process a child.
 func (r *runner) ringRow(ctx context.Context, shape hotShape) RingRow {
 	row := RingRow{Processes: shape.procs, Workers: shape.waiters, Seconds: shape.d.Seconds()}
-	name := []string{"ring", fmt.Sprintf("%dx%d", shape.procs, shape.waiters)}
-	if shape.tag != "" {
-		name = append(name, shape.tag)
-	}
-	prefix := r.key(name...)
+	prefix := r.key(shape.name("ring")...)
 	specs := make([]childSpec, shape.procs)
 	for i := range specs {
 		specs[i] = childSpec{
