@@ -104,7 +104,10 @@ func NewRunner(rc rueidis.Client) *Runner { return &Runner{rc: rc} }
 func (r *Runner) Functions() bool { return !r.eval.Load() }
 
 // Exec runs c alone: one round trip, more only when the server lacks the
-// library or its functions.
+// library or its functions. The result is the script's reply, or the
+// error Redis or the connection gave for it (a script's own error, ctx's,
+// rueidis.ErrClosing…); a failed load of the library is not reported: the
+// call then runs by EVALSHA.
 func (r *Runner) Exec(ctx context.Context, c Call) rueidis.RedisResult {
 	if !r.eval.Load() {
 		loads := r.loads.Load()
@@ -127,7 +130,7 @@ func (r *Runner) Exec(ctx context.Context, c Call) rueidis.RedisResult {
 // ExecMulti runs calls, possibly of different scripts, in one round trip;
 // those the server did not run for want of the library go again once it
 // is loaded, and by EVALSHA if it still lacks them. The results are in
-// the order of calls.
+// the order of calls, each a reply or its error, as Exec's.
 func (r *Runner) ExecMulti(ctx context.Context, calls ...Call) []rueidis.RedisResult {
 	if len(calls) == 0 || r.eval.Load() {
 		return ExecMulti(ctx, r.rc, calls...)
