@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -530,7 +531,7 @@ func (w *waiter) attempt(ctx context.Context) (token, wait int64, err error) {
 		// within's work, without its allocations: a waiter reuses its
 		// reply channel until an attempt is left behind.
 		if w.replies == nil {
-			w.replies = make(chan acquireReply, 1)
+			w.replies = replyChans.Get().(chan acquireReply)
 		}
 		go b.acquireIn(c.bgCtx, owner, call, w.replies)
 		select {
@@ -554,6 +555,11 @@ type acquireReply struct {
 	v   []int64
 	err error
 }
+
+// replyChans holds empty reply channels of waiters that left (see
+// attempt and leave): Lock under a ctx that can end, the usual case, then
+// allocates none.
+var replyChans = sync.Pool{New: func() any { return make(chan acquireReply, 1) }}
 
 // acquireIn runs an acquire call of owner in a goroutine that Client.track
 // counted, and sends its outcome to reply.
@@ -723,6 +729,11 @@ func (w *waiter) waited(sent time.Time) {
 // place in the queue if it did not acquire. It never waits for Redis.
 func (w *waiter) leave() {
 	queued := w.queued
+	if w.replies != nil {
+		// Every attempt sent there was answered: the channel is empty.
+		replyChans.Put(w.replies)
+		w.replies = nil
+	}
 	w.forget()
 	if w.sub != nil {
 		w.sub.Leave()

@@ -60,7 +60,7 @@ func (b *binding) grant(ctx context.Context, owner string, token int64, sent, ha
 	// The first lease's Context is the hold's: it carries the hold down the
 	// call chain and ends with it, or with the lease's Unlock before the
 	// re-entries' (no Context of its own, no goroutine to end it).
-	l.ctx, l.cancel = context.WithCancelCause(withHold(context.WithoutCancel(ctx), ctx, h))
+	l.ctx, l.cancel = context.WithCancelCause(withHold(ctx, h))
 	h.first = l
 	lost := func(why error) {
 		if hook := lostHook.Load(); hook != nil {
@@ -258,10 +258,32 @@ func heldBy(ctx context.Context, c *Client, key, mode string) *hold {
 	return nil
 }
 
-// withHold returns ctx carrying h as well as the holds of from, whose
-// values ctx has. (Looking them up in from, not in a context.WithoutCancel
-// of it, spares an allocation.)
-func withHold(ctx, from context.Context, h *hold) context.Context {
-	next, _ := from.Value(ownerKey{}).(*chain)
-	return context.WithValue(ctx, ownerKey{}, &chain{h: h, next: next})
+// withHold returns a context with the values of ctx but not its
+// cancellation (as context.WithoutCancel), that carries h as well as the
+// holds ctx carries: the parent of a hold's Context, which outlives the
+// Lock call's ctx.
+func withHold(ctx context.Context, h *hold) context.Context {
+	next, _ := ctx.Value(ownerKey{}).(*chain)
+	return &holdValues{values: ctx, chain: chain{h: h, next: next}}
 }
+
+// holdValues is what withHold returns: context.WithoutCancel and
+// context.WithValue in one allocation with the chain they carry, since a
+// hold is made per Lock.
+type holdValues struct {
+	values context.Context
+	chain  chain
+}
+
+func (*holdValues) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*holdValues) Done() <-chan struct{}       { return nil }
+func (*holdValues) Err() error                  { return nil }
+
+func (v *holdValues) Value(key any) any {
+	if key == (ownerKey{}) {
+		return &v.chain
+	}
+	return v.values.Value(key)
+}
+
+func (v *holdValues) String() string { return "relock.withHold" }
