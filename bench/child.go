@@ -39,6 +39,9 @@ type childSpec struct {
 	// Index of Procs.
 	Procs int `json:"procs,omitempty"`
 	Index int `json:"index,omitempty"`
+	// Rejoin: after each pass, the passer makes one more round trip (a
+	// PING), as a lock's releaser does when it asks for the lock again.
+	Rejoin bool `json:"rejoin,omitempty"`
 
 	// watchdog
 	Prefix string        `json:"prefix,omitempty"`

@@ -152,14 +152,17 @@ func TestReportRing(t *testing.T) {
 			{Processes: 16, Workers: 32, PassesSec: 7000},
 			{Processes: 2, Workers: 64, PassesSec: 12000},
 			{Processes: 64, Workers: 64, PassesSec: 3000},
+			{Processes: 2, Workers: 32, PassesSec: 10000, Rejoin: true},
+			{Processes: 16, Workers: 32, PassesSec: 6000, Rejoin: true},
 		},
 	}
 	var w mdWriter
 	ringSection(&w, res)
 	for _, want := range []string{
-		"| 2 × 16 | 14,000 | – |",
-		"| 16 × 2 | 7,000 | 0.50× |",
-		"| 64 × 1 | 3,000 | 0.25× |",
+		"| 2 × 16 | `PUBLISH` | 14,000 | – |",
+		"| 16 × 2 | `PUBLISH` | 7,000 | 0.50× |",
+		"| 64 × 1 | `PUBLISH` | 3,000 | 0.25× |",
+		"| 16 × 2 | `PUBLISH` + rejoin (`PING`) | 6,000 | 0.60× |",
 	} {
 		if !strings.Contains(w.String(), want) {
 			t.Errorf("the ring table lacks %q:\n%s", want, w.String())

@@ -287,8 +287,11 @@ type ProfileShare struct {
 // pass a token, each to the next, by PUBLISH on the next one's process's
 // channel.
 type RingRow struct {
-	Processes int     `json:"processes"`
-	Workers   int     `json:"workers"`
+	Processes int `json:"processes"`
+	Workers   int `json:"workers"`
+	// Rejoin: each worker, once it passed the token, made one more round
+	// trip (a PING) before it waited for the token again.
+	Rejoin    bool    `json:"rejoin,omitempty"`
 	Seconds   float64 `json:"seconds"`
 	Passes    int64   `json:"passes"`
 	PassesSec float64 `json:"passes_per_sec"`

@@ -24,6 +24,12 @@ import (
 // order, consecutive workers are in different processes: every pass wakes
 // another process. Its passes/s in the hot-key rows' shapes tell how much
 // of the spread and pod shapes' drop the machine's wake-ups cost alone.
+//
+// A lock's handoff costs its releaser more than a pass: once its release
+// is answered, the bench's worker asks for the lock again, a round trip
+// that tells Redis it waits (relock's attempt queues it). The ring's
+// rejoin rows add that round trip, a PING, to each pass: the floor of a
+// handoff in which the releaser queues again, as every waiter must.
 
 // ringShapes are the shapes of the hot-key rows the ring is compared with:
 // the main shape and the spread shape, then the pod shape's baseline and
@@ -36,27 +42,35 @@ func (p plan) ringShapes() []hotShape {
 // ringRows runs the ring in each of the plan's ring shapes.
 func (r *runner) ringRows(ctx context.Context) []RingRow {
 	var rows []RingRow
-	for _, shape := range r.plan.ringShapes() {
-		if ctx.Err() != nil {
-			return rows
+	for _, rejoin := range []bool{false, true} {
+		for _, shape := range r.plan.ringShapes() {
+			if ctx.Err() != nil {
+				return rows
+			}
+			row := r.ringRow(ctx, shape, rejoin)
+			r.logf("ring     %2d procs %4d workers rejoin %-5v %8.0f passes/s  pass p50 %-9v p99 %-9v %s",
+				row.Processes, row.Workers, row.Rejoin, row.PassesSec, row.PassP50.Round(time.Microsecond), row.PassP99.Round(time.Microsecond), row.Err)
+			rows = append(rows, row)
 		}
-		row := r.ringRow(ctx, shape)
-		r.logf("ring     %2d procs %4d workers %8.0f passes/s  pass p50 %-9v p99 %-9v %s",
-			row.Processes, row.Workers, row.PassesSec, row.PassP50.Round(time.Microsecond), row.PassP99.Round(time.Microsecond), row.Err)
-		rows = append(rows, row)
 	}
 	return rows
 }
 
-// ringRow runs the ring in one shape, each process a child.
-func (r *runner) ringRow(ctx context.Context, shape hotShape) RingRow {
-	row := RingRow{Processes: shape.procs, Workers: shape.waiters, Seconds: shape.d.Seconds()}
-	prefix := r.key(shape.name("ring")...)
+// ringRow runs the ring in one shape, each process a child; rejoin as
+// childSpec.Rejoin.
+func (r *runner) ringRow(ctx context.Context, shape hotShape, rejoin bool) RingRow {
+	row := RingRow{Processes: shape.procs, Workers: shape.waiters, Rejoin: rejoin, Seconds: shape.d.Seconds()}
+	name := "ring"
+	if rejoin {
+		name = "ring-rejoin"
+	}
+	prefix := r.key(shape.name(name)...)
 	specs := make([]childSpec, shape.procs)
 	for i := range specs {
 		specs[i] = childSpec{
 			Mode: "ring", Addr: r.addr, Prefix: prefix, Workers: shape.waiters, Procs: shape.procs, Index: i,
 			MaxSamples: r.plan.maxSamples / shape.procs, Limit: shape.d + 2*time.Minute,
+			Rejoin: rejoin,
 		}
 	}
 	results, err := runChildren(ctx, specs, shape.d, nil)
@@ -181,6 +195,14 @@ func ringChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Writ
 							errOnce.Do(func() { firstErr = fmt.Errorf("ring: publish: %w", err) })
 						}
 						return
+					}
+					if s.Rejoin {
+						if err := rc.Do(run, rc.B().Ping().Build()).Error(); err != nil {
+							if run.Err() == nil {
+								errOnce.Do(func() { firstErr = fmt.Errorf("ring: rejoin: %w", err) })
+							}
+							return
+						}
 					}
 				}
 			}
