@@ -248,8 +248,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("pod shape %s: processes woken per handoff not counted", id)
 		}
 	}
-	if shapes := sp.ringShapes(); len(res.Ring) != len(shapes) {
-		t.Errorf("%d ring rows, want %d", len(res.Ring), len(shapes))
+	if shapes := sp.ringShapes(); len(res.Ring) != 2*len(shapes) {
+		t.Errorf("%d ring rows, want %d (each shape passing plainly and with rejoin)", len(res.Ring), 2*len(shapes))
 	}
 	for _, g := range res.Ring {
 		if g.Err != "" || g.Passes == 0 || g.PassP50 <= 0 {

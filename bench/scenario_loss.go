@@ -11,6 +11,7 @@ import (
 	"github.com/relockgo/relock/mutex"
 	"github.com/relockgo/relock/reentrant"
 	"github.com/relockgo/relock/rwlock"
+	"github.com/relockgo/relock/semaphore"
 )
 
 // The loss notice: how long after another Client's ForceUnlock a holder
@@ -56,6 +57,10 @@ var lossKinds = []lossKind{
 		func(ctx context.Context, c *relock.Client, name string) (*relock.Lease, error) {
 			return rwlock.New(c, name).RLock(ctx)
 		}, forceRW},
+	{relockLib("relock-semaphore", "relock semaphore", "semaphore.New(8), Acquire(1)"), relockSemaphore,
+		func(ctx context.Context, c *relock.Client, name string) (bool, error) {
+			return semaphore.New(c, name, semaphoreSize).ForceUnlock(ctx)
+		}},
 }
 
 func forceRW(ctx context.Context, c *relock.Client, name string) (bool, error) {
