@@ -385,7 +385,8 @@ func (m master) acquire(ctx context.Context, try bool) (*Lease, error) {
 // must last its length from the grant; when grants wait for replicas;
 // and when the wake-up cannot be trusted or leaves too little (below).
 //
-// A grant lasts what was left of the owner's deadline as a queued waiter,
+// A grant lasts what was left of the owner's deadline as a queued waiter
+// (a reader's, as recorded waiting for a writer: rw.lua, admit_readers),
 // which its attempts and heartbeats pushed forward: it expires no earlier
 // than the waiter timeout after the first attempt that queued the owner
 // was sent (less drift), which is the bound used. Not the last refresh's:

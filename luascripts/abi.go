@@ -27,8 +27,10 @@ import (
 //	           how long nothing changes without a wake-up (-1: unknown,
 //	           -2: try again at once); a kind that queues waiters adds
 //	           queued (1 when the owner is queued) and, when it is, the
-//	           server's clock in ms. An owner recorded in gone is refused
-//	           (and not queued): its caller gave up before this landed.
+//	           server's clock in ms; a reader recorded as waiting adds 2
+//	           (Recorded) and the clock. An owner recorded in gone is
+//	           refused (and not queued): its caller gave up before this
+//	           landed.
 //	reenter  KEYS lock, readers   ARGV owner, lease ms, hold count after
 //	         → 1 held at that count, 0 not held. Never shortens the lock's
 //	           expiry or a deadline.
@@ -45,7 +47,9 @@ import (
 //	           token": that owner holds it from then on; an acquire of
 //	           that owner takes the grant up instead (its lease, {1,
 //	           token}). A semaphore's waiter first is woken by name
-//	           instead, to take the permits with an attempt.
+//	           instead, to take the permits with an attempt. A writer's
+//	           release that lets the readers recorded as waiting in
+//	           hands each its hold the same way, with a token of its own.
 //	renew    KEYS lock, readers   ARGV owner, lease ms → 1 renewed, 0 not held
 //	heartbeat KEYS lock, queue
 //	         ARGV owner, waiter timeout ms, wake-up channel, publish command
@@ -249,12 +253,19 @@ func NameOf(prefix, key string) (string, bool) {
 // a wake-up, or one of the codes below. A kind whose waiters queue adds a
 // third element, 1 when the attempt left the owner queued (see Queued),
 // and then a fourth: the server's clock in milliseconds when the attempt
-// ran (see ServerMs).
+// ran (see ServerMs). A read-write lock's reader recorded as waiting adds
+// Recorded and the clock.
 const (
 	Granted     = 1
 	WaitUnknown = -1 // nothing bounds the wait but the waiter's own cap
 	WaitRetry   = -2 // what blocked the attempt is gone: try again at once
 )
+
+// Recorded is the third element of the reply of a reader's attempt that
+// recorded it as waiting for a writer (rw.lua, wait_as_reader): not in the
+// queue, so wake-ups for the waiters outside it wake it, and dated, as a
+// writer's release hands it its hold by name.
+const Recorded = 2
 
 // Replies of the other scripts (reenter, release, renew, heartbeat, force
 // unlock, redlock renew).
@@ -278,11 +289,12 @@ func AcquireReply(v []int64) (granted bool, n int64, ok bool) {
 func Queued(v []int64) bool { return len(v) >= 3 && v[2] == 1 }
 
 // ServerMs returns the server's clock, in milliseconds, when the attempt
-// whose reply is v queued its owner, and reports whether the reply says.
-// A hand-over's token is that clock in microseconds when the release
-// minted it: a waiter dates the hand-overs it is sent with it.
+// whose reply is v queued its owner or recorded it as waiting (Recorded),
+// and reports whether the reply says. A hand-over's token is that clock in
+// microseconds when the release minted it: a waiter dates the hand-overs
+// it is sent with it.
 func ServerMs(v []int64) (int64, bool) {
-	if len(v) != 4 || v[2] != 1 {
+	if len(v) != 4 || (v[2] != 1 && v[2] != Recorded) {
 		return 0, false
 	}
 	return v[3], true

@@ -174,6 +174,17 @@ func TestCommandBudget(t *testing.T) {
 	// a hash of the owner alone, which any hash kind first in the queue
 	// can hold (rw_release.lua).
 	budget("read release, handing on to a writer", 11, func() { require.Equal(t, int64(1), rw.release(t, rc, luascripts.RWRelease, "r1", 1, 0)) })
+	// w holds the lock, r4 and r5 wait for it, recorded: w's release lets
+	// them in and hands each its hold by name (rw.lua, admit_readers), as
+	// a hand-over to a writer, so that neither makes another attempt (one
+	// to take its hold up cost 12 commands per reader). HDEL, ZREM, HLEN
+	// (the owner check: no holder left), DEL, TIME, ZRANGEBYSCORE (the
+	// readers waiting), HSET (the mode), HSETNX and PUBLISH per reader,
+	// PEXPIRE (the lock is made anew), SET GET and SET (the two tokens).
+	require.Equal(t, int64(0), rw.attempt(t, rc, luascripts.RWReadAcquire, "r5", "1")[0])
+	budget("write release, handing two waiting readers their holds", 15, func() {
+		require.Equal(t, int64(1), rw.release(t, rc, luascripts.RWRelease, "w", 1, 0))
+	})
 
 	// The uncontended semaphore: EXISTS (gone, queue and the lock), TIME,
 	// SET GET (the fence), HSET, ZADD and two PEXPIREs (holders'

@@ -44,3 +44,21 @@ local function next_token_string(key)
   end
   return now
 end
+
+-- Issues n tokens at once, next_token's n in a row: the first is
+-- max(last + 1, server TIME in microseconds), each next one more, and the
+-- counter keeps the last. Returns the first, a number. One SET … GET, and
+-- a SET of the last when there is more than one or the clock was not
+-- ahead: two commands for a release that grants many readers at once.
+local function next_tokens(key, n)
+  local now = server_us()
+  local last = redis.call('set', key, now, 'PX', fence_ttl_ms, 'GET')
+  local first = tonumber(now)
+  if last and (#last > #now or (#last == #now and last >= now)) then
+    first = tonumber(last) + 1
+  end
+  if n > 1 or first ~= tonumber(now) then
+    redis.call('set', key, string.format('%d', first + n - 1), 'PX', fence_ttl_ms)
+  end
+  return first
+end

@@ -57,6 +57,10 @@ local function purge_readers(lock, readers, now)
   return false
 end
 
+-- The third element of an acquire reply that recorded its reader as
+-- waiting (wait_as_reader): not in the queue, and dated (luascripts.Recorded).
+local recorded = 2
+
 -- Records owner, a reader kept out by a writer, as waiting (see above) for
 -- ms milliseconds, and returns how long it may sleep: wait, but no longer
 -- than half of ms, so that its next attempt renews the record before it
@@ -74,20 +78,42 @@ end
 
 -- Lets the readers waiting for a writer's release in, at its release:
 -- each becomes a holder of the lock, read-locked now, until its deadline
--- as a waiter (a granted reader that died holds it no longer), and takes
--- its hold up by its next attempt. Holders (the writer's chain's readers)
--- keep their counts. Reports whether any reader was waiting.
-local function admit_readers(lock, readers)
+-- as a waiter (a granted reader that died holds it no longer). Holders
+-- (the writer's chain's readers) keep their counts. Each reader let in is
+-- handed its hold as hand_on hands a writer the lock (queue.lua): a token
+-- of its own from the fence (fence.lua, next_tokens) and a wake-up "owner
+-- token" on its client's channel (wake.lua), on which it holds the lock
+-- with no attempt; one that misses it, or does not trust it, takes its
+-- hold up by its next attempt (rw_read_acquire). Nobody else is woken:
+-- the lock is read-locked, so only readers could enter, and every reader
+-- kept out waits recorded here. fresh says the caller has just deleted
+-- the lock (a writer's last release): there is no expiry to keep. Reports
+-- whether any reader was waiting. Only rw_release calls it, after
+-- fence.lua and wake.lua.
+local function admit_readers(lock, readers, fence, pub, channel, fresh)
   local now = server_ms()
   local waiting = redis.call('zrangebyscore', readers, '(' .. now, '+inf', 'WITHSCORES')
   if not waiting[1] then
     return false
   end
   redis.call('hset', lock, 'mode', 'read')
+  local admitted = {}
   for i = 1, #waiting, 2 do
-    redis.call('hsetnx', lock, waiting[i], 1)
+    if redis.call('hsetnx', lock, waiting[i], 1) == 1 then
+      admitted[#admitted + 1] = waiting[i]
+    end
   end
   -- Ascending scores: the last is the latest deadline.
-  extend(lock, tonumber(waiting[#waiting]) - now)
+  if fresh then
+    redis.call('pexpire', lock, string.format('%d', tonumber(waiting[#waiting]) - now))
+  else
+    extend(lock, tonumber(waiting[#waiting]) - now)
+  end
+  if admitted[1] then
+    local token = next_tokens(fence, #admitted)
+    for i, owner in ipairs(admitted) do
+      wake_owner(pub, channel, owner, owner .. ' ' .. string.format('%d', token + i - 1))
+    end
+  end
   return true
 end

@@ -28,8 +28,11 @@
 -- attempts purge them (rw.lua, purge_readers).
 --
 -- Returns {1, token} when acquired, {0, wait} when not: when writers wait,
--- the first one's remaining deadline, else the lock's pttl; for a reader
--- recorded as waiting, no more than half its waiter timeout.
+-- the first one's remaining deadline, else the lock's pttl. For a reader
+-- recorded as waiting, {0, wait, 2, now}: wait no more than half its
+-- waiter timeout, 2 for recorded outside the queue, and now the server's
+-- clock in ms, by which the reader dates the hand-over of its hold that a
+-- writer's release may send it (rw.lua, admit_readers).
 -- Returns {0, -1} for an owner recorded as gone, and takes nothing: its
 -- caller gave up before this attempt landed. (An attempt that is refused
 -- changes nothing, gone or not: only one that would be admitted asks.)
@@ -61,8 +64,9 @@ else
 end
 if writers and state == 'read' and ARGV[3] ~= '0' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
   -- A writer's release let this reader, waiting, in (rw.lua,
-  -- admit_readers): it takes its hold up. (Only an RLock waits: an owner
-  -- id is new to each call, so a TryRLock's was never let in.)
+  -- admit_readers): it takes its hold up, as it does when the wake-up that
+  -- handed it the hold was missed or not trusted. (Only an RLock waits: an
+  -- owner id is new to each call, so a TryRLock's was never let in.)
   admit = true
 end
 if not admit then
@@ -78,7 +82,7 @@ if not admit then
   if ARGV[3] == '0' or is_gone(KEYS[5], ARGV[1]) then
     return {0, wait}
   end
-  return {0, wait_as_reader(KEYS[4], ARGV[1], ARGV[4], wait)}
+  return {0, wait_as_reader(KEYS[4], ARGV[1], ARGV[4], wait), recorded, server_ms()}
 end
 if others ~= 0 and is_gone(KEYS[5], ARGV[1]) then
   return {0, -1}

@@ -8,7 +8,7 @@
 -- KEYS[2]  waiting writers in arrival order (zset; see queue.lua)
 -- KEYS[3]  readers' deadlines (zset)
 -- KEYS[4]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
--- KEYS[5]  the fence counter (the token of a handed-on grant)
+-- KEYS[5]  the fence counter (the tokens of handed-on grants)
 -- ARGV[1]  owner id
 -- ARGV[2]  wake-up channel
 -- ARGV[3]  publish command: "publish", or "spublish" in cluster mode
@@ -19,9 +19,9 @@
 --          way, is refused when it lands (and does not register it again
 --          as a waiting writer)
 --
--- A writer's release lets the readers waiting at that moment in (rw.lua,
--- admit_readers) and wakes every waiter outside the queue ("unqueued"
--- payload: the readers; the queued writers wait for their turn, which
+-- A writer's release lets the readers waiting at that moment in and hands
+-- each its hold by name (rw.lua, admit_readers): they need no attempt, and
+-- nobody else is woken (the queued writers wait for their turn, which
 -- names them). Otherwise, releasing
 -- the last holder hands the lock to the first waiting writer, if one
 -- waits, and wakes it by name with the grant's token (queue.lua, hand_on:
@@ -52,15 +52,13 @@ end
 local reader = redis.call('zrem', KEYS[3], ARGV[1]) == 1
 if redis.call('hlen', KEYS[1]) <= 1 then
   -- No holder is left (the mode alone, or nothing). A writer's release
-  -- lets the readers waiting now in before the next writer (rw.lua,
-  -- admit_readers), and wakes those outside the queue to take their holds
-  -- up. Else the
+  -- lets the readers waiting now in before the next writer, and hands
+  -- them their holds (rw.lua, admit_readers). Else the
   -- first waiting writer takes the lock now, and no reader may enter
   -- before it (direct handoff: queue.lua, hand_on). With no writer
   -- waiting, wake every waiter: the readers may all enter.
   redis.call('del', KEYS[1])
-  if not reader and admit_readers(KEYS[1], KEYS[3]) then
-    redis.call(ARGV[3], ARGV[2], 'unqueued')
+  if not reader and admit_readers(KEYS[1], KEYS[3], KEYS[5], ARGV[3], ARGV[2], true) then
     return 1
   end
   if not hand_on(KEYS[5], KEYS[2], KEYS[1], false, ARGV[3], ARGV[2]) then
@@ -70,10 +68,9 @@ if redis.call('hlen', KEYS[1]) <= 1 then
 end
 if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then
   -- The writer left readers of its own chain (a downgrade): the lock is
-  -- read-locked now, the readers waiting join them (rw.lua,
-  -- admit_readers), and so may others while no writer waits.
+  -- read-locked now, and the readers waiting join them, handed their
+  -- holds (rw.lua, admit_readers); others may join while no writer waits.
   redis.call('hset', KEYS[1], 'mode', 'read')
-  admit_readers(KEYS[1], KEYS[3])
-  redis.call(ARGV[3], ARGV[2], 'unqueued')
+  admit_readers(KEYS[1], KEYS[3], KEYS[5], ARGV[3], ARGV[2], false)
 end
 return 1

@@ -24,8 +24,11 @@
 // holds the lock no longer than its waiter timeout); with no writer queued,
 // it wakes every waiter and the readers enter. A reader that a writer keeps
 // out is recorded in Redis as waiting, for its waiter timeout, renewed by
-// its attempts; one let in by a writer's release that died meanwhile holds
-// the lock no longer than that, and one that gives up is withdrawn.
+// its attempts. A writer's release that lets such readers in hands each
+// its hold the same way, by name with a fencing token of its own, and
+// their RLocks return on that message; one let in that died meanwhile
+// holds the lock no longer than its record lasts, and one that gives up
+// is withdrawn.
 //
 // Locks of other kinds with the same name are the same lock: a reentrant
 // or fair lock's holder excludes both sides as a writer does, and waiting

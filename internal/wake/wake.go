@@ -433,8 +433,8 @@ const WakeOne = "one"
 // WakeUnqueued is the payload of a wake-up for every waiter that is not in
 // the lock's queue (see Sub.Queued): a queued waiter is woken by name when
 // its turn comes, so a change that lets in only waiters outside the queue
-// (a read-write lock's writer admitting the readers it held back) leaves
-// the queue asleep.
+// (a read-write lock's last waiting writer giving up: the readers it held
+// back may enter) leaves the queue asleep.
 const WakeUnqueued = "unqueued"
 
 // Queued records whether owner's last attempt left it in the lock's queue,
