@@ -21,7 +21,7 @@
 -- advances it. The comparison is of decimal strings, never Lua numbers,
 -- which are doubles; the token returned is one (a microsecond time is far
 -- below 2^53, so Redis turns it into the exact integer).
-local fence_ttl_ms = 24 * 60 * 60 * 1000
+local fence_ttl_ms = '86400000' -- 24 hours; a string, which redis.call passes as it is (a number it prints with '%.17g')
 
 local function next_token(key)
   local now = server_us()

@@ -42,33 +42,44 @@ local function waiter_record(owner, deadline, keep, grant)
 end
 
 -- Returns the waiter whose owner id and record are owner and record and
--- whose arrival is arrival, as a table {owner, deadline, keep, grant,
--- arrival, record}; nil when record is not owner's (a key not written by
--- these scripts).
+-- whose arrival is arrival (its score, or nil when not read: see
+-- arrival_of), as a table {owner, deadline, deadline_string, keep,
+-- grant, arrival, record}, deadline_string and keep decimal strings
+-- (what the record says: no number to print again); nil when
+-- record is not owner's (a key not written by these scripts). The record
+-- is read in place: no piece of it is copied but the captures.
 local function waiter(owner, record, arrival)
-  if not record or string.sub(record, 1, #owner + 1) ~= owner .. ' ' then
+  local at = #owner + 1
+  if not record or string.byte(record, at) ~= 32 or string.sub(record, 1, #owner) ~= owner then
     return nil
   end
-  local deadline, keep, grant = string.match(string.sub(record, #owner + 2), '^(%d+) (%d+) (%a+)$')
+  local deadline, keep, grant = string.match(record, '^(%d+) (%d+) (%a+)$', at + 1)
   if not deadline then
     return nil
   end
-  return {owner = owner, deadline = tonumber(deadline), keep = tonumber(keep), grant = grant,
+  return {owner = owner, deadline = deadline + 0, deadline_string = deadline, keep = keep, grant = grant,
     arrival = arrival, record = record}
+end
+
+-- Returns the arrival (score) of w, a waiter of queue.
+local function arrival_of(queue, w)
+  return w.arrival or redis.call('zscore', queue, w.owner)
 end
 
 -- Returns the first waiter of queue whose deadline has not passed (a
 -- waiter table, see waiter), or nil, purging the waiters before it, whose
 -- deadline has passed, and whether it purged any; calls purged(owner), if
--- not nil, for each. An absent queue costs one ZRANGE.
+-- not nil, for each. An absent queue costs one ZRANGE. The ZRANGE reads
+-- no score: Redis prints a score with '%.17g', which costs more than the
+-- ZRANGE, and the arrival is needed only to move the waiter (arrival_of).
 local function queue_head(queue, purged)
   local any = false
   while true do
-    local first = redis.call('zrange', queue, '0', '1', 'WITHSCORES')
+    local first = redis.call('zrange', queue, '0', '1')
     if not first[1] then
       return nil, any
     end
-    local w = waiter(first[1], first[3], first[2])
+    local w = waiter(first[1], first[2])
     if w and w.deadline > server_ms() then
       return w, any
     end
@@ -113,10 +124,11 @@ end
 
 -- Moves the deadline of w, a waiter of queue, to ms milliseconds from now.
 local function renew_waiter(queue, w, ms)
-  ms = tonumber(ms)
-  local keep = outlive(queue, ms, w.keep, false)
+  ms = ms + 0
+  local keep = outlive(queue, ms, w.keep + 0, false)
+  local arrival = arrival_of(queue, w)
   redis.call('zrem', queue, w.record)
-  redis.call('zadd', queue, w.arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant))
+  redis.call('zadd', queue, arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant))
 end
 
 -- Looks at the lock and its queue before an acquire attempt of owner:
@@ -172,24 +184,27 @@ end
 -- last waiter: its arrival and what its write made sure of the expiry)
 -- and a ZADD; the expiry, once in a waiter timeout.
 local function enqueue(queue, owner, ms, head, grant)
-  ms = tonumber(ms)
+  ms = ms + 0
   if head and head.owner == owner then
     renew_waiter(queue, head, ms)
     return
   end
-  local arrival, keep = tonumber(server_us()), 0
+  local at, keep = server_us(), 0
   if head then
     local last = redis.call('zrange', queue, '-1', '-1', 'WITHSCORES')
     -- The last member is the last waiter's record (see above).
-    arrival = math.max(arrival, tonumber(last[2]) + 1)
-    keep = tonumber(string.match(last[1], ' (%d+) %a+$')) or 0
+    local after = last[2] + 1
+    if after > at + 0 then
+      at = string.format('%d', after)
+    end
+    local kept_until = string.match(last[1], '^.* (%d+) %a+$')
+    keep = kept_until and kept_until + 0 or 0
   end
   local deadline = server_ms() + ms
   local kept = keep >= deadline
   if not kept then
     keep = server_ms() + 2 * ms
   end
-  local at = string.format('%d', arrival)
   local record = waiter_record(owner, deadline, keep, grant)
   if redis.call('zadd', queue, 'NX', at, owner, at, record) == 1 then
     -- owner was queued already (a waiter's later attempt): its record

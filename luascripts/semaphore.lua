@@ -19,9 +19,11 @@
 
 local size_field, used_field, keep_field, want_prefix = 'size', 'used', 'keep', 'want:'
 
--- Numbers go to redis.call as strings where that is free ('0'), or
--- printed with '%d': Redis's Lua prints a number argument with '%.14g',
--- a floating-point conversion that costs more than most commands here.
+-- Numbers go to redis.call as strings where that is free ('0', a
+-- decimal string read or passed in), or printed with '%d': Redis's Lua
+-- prints a number argument with '%.17g', a floating-point conversion that
+-- costs more than most commands here. Decimal strings become numbers by
+-- arithmetic (time.lua).
 
 -- Extends the TTL of the semaphore's hash or holders' zset to at least ms
 -- milliseconds, in one command: unlike the keys extend (time.lua) takes,
@@ -30,9 +32,11 @@ local function lengthen(key, ms)
   redis.call('pexpire', key, ms, 'GT')
 end
 
--- Returns the permits and the token (decimal strings) of a holder's field.
+-- Returns the permits and the token (decimal strings) of a holder's field,
+-- "n token": cut at its space by a plain find, cheaper than a pattern.
 local function holding(v)
-  return string.match(v, '^(%d+) (%d+)$')
+  local space = string.find(v, ' ', 1, true)
+  return string.sub(v, 1, space - 1), string.sub(v, space + 1)
 end
 
 -- The hash's writes of one script, deferred to its end (flush), so that
@@ -43,7 +47,7 @@ end
 -- sure of that, and their expiries are only ever lengthened), or nil when
 -- none is known, and moved whether the script moved it on.
 local function writes(keep)
-  return {dels = {}, sets = {}, keep = tonumber(keep), moved = false}
+  return {dels = {}, sets = {}, keep = keep and keep + 0, moved = false}
 end
 
 -- The most fields one HDEL or HSET of flush names: unpack's limit is the
@@ -92,7 +96,7 @@ end
 -- expiries go with the hash, never before it ("used" counts the permits
 -- they hold): both are only ever extended together, to the same length.
 local function outlast(lock, holders, w, ms)
-  ms = tonumber(ms)
+  ms = ms + 0
   if w.keep and w.keep >= server_ms() + ms then
     return
   end
@@ -101,17 +105,19 @@ local function outlast(lock, holders, w, ms)
   w.keep, w.moved = server_ms() + 2 * ms, true
 end
 
--- Issues owner n permits until ms milliseconds from now, with a fencing
--- token, which it returns (a decimal string); writes owner's field through
+-- Issues owner n permits (a decimal string) until ms milliseconds from
+-- now (expiry, when not nil: that time as a decimal string), with a
+-- fencing token, which it returns (a decimal string); writes owner's
+-- field through
 -- w. The caller writes "used". fresh says the hash and the holders' zset
 -- had no expiry to keep: a new semaphore's first grant writes the hash at
 -- once (w's fields with it) and sets their expiries in one command each.
 -- held is the permits held before the grant: with none, the holders'
 -- zset was empty, hence absent, and the ZADD makes it without expiry.
-local function grant(lock, fence, holders, owner, n, ms, fresh, held, w)
+local function grant(lock, fence, holders, owner, n, ms, expiry, fresh, held, w)
   local token = next_token_string(fence)
   write_field(lock, w, owner, n .. ' ' .. token)
-  redis.call('zadd', holders, string.format('%d', server_ms() + ms), owner)
+  redis.call('zadd', holders, expiry or string.format('%d', server_ms() + ms), owner)
   if fresh then
     w.keep, w.moved = server_ms() + ms, true
     flush(lock, w)
@@ -129,26 +135,37 @@ end
 
 -- Frees the permits of the holders whose expiry has passed (they died, or
 -- were cut off from Redis for longer than their lease: their leases have
--- ended), and returns how many of used are still held, and the earliest
--- expiry of the holders left (server time, ms; false when none is held;
--- nil when not known), for wait_for. Nobody dead, the common case, costs
--- one ZRANGE of the first holder.
-local function purge(lock, holders, used)
+-- ended), and returns how many of used are still held, and, when
+-- earliest says so, the earliest expiry of the holders left (server time,
+-- ms; false when none is held; nil when not known), for wait_for. Nobody
+-- dead, the common case, costs one ZRANGE: of the first holder with its
+-- score when earliest is wanted, else of the dead ones, without scores
+-- (Redis prints a score with '%.17g', which costs more than the ZRANGE).
+local function purge(lock, holders, used, earliest)
   if used == 0 then
     return 0, false
   end
-  local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
-  if not first[2] then
-    return used, false
+  local dead
+  if earliest then
+    local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
+    if not first[2] then
+      return used, false
+    end
+    local expiry = first[2] + 0
+    if expiry > server_ms() then
+      return used, expiry
+    end
+    dead = redis.call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
+  else
+    dead = redis.call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
+    if not dead[1] then
+      return used, nil
+    end
   end
-  if tonumber(first[2]) > server_ms() then
-    return used, tonumber(first[2])
-  end
-  local dead = redis.call('zrangebyscore', holders, '-inf', server_ms())
   for _, owner in ipairs(dead) do
     local v = redis.call('hget', lock, owner)
     if v then
-      used = used - tonumber((holding(v)))
+      used = used - holding(v)
       redis.call('hdel', lock, owner)
     end
   end
@@ -170,7 +187,7 @@ end
 -- fit whatever it wants, so its want is not read, nor is it woken: the
 -- next change, a release or a holder's expiry, serves the queue again,
 -- and wakes it then if it must ask again. A release (self nil) stops
--- there without looking at the next waiter.
+-- there without looking at the next waiter. self_n is a decimal string.
 -- The hash's writes go through w (writes), which the caller flushes.
 -- Returns the permits held now, the live waiter left first (a queue.lua
 -- waiter table, or nil: none, or, for a release, not looked for once
@@ -189,13 +206,14 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
     if not head then
       return used, nil, mine
     end
-    local want = self_n
+    local n = self_n
     if head.owner ~= self then
       if head.grant == grant_permits and used >= size then
         return used, head, mine
       end
-      want = head.grant == grant_permits and tonumber(redis.call('hget', lock, want_prefix .. head.owner))
+      n = head.grant == grant_permits and redis.call('hget', lock, want_prefix .. head.owner)
     end
+    local want = n and n + 0
     if not want or want > size then
       wake_owner(pub, channel, head.owner)
       return used, head, mine
@@ -205,7 +223,7 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
     end
     pop_head(queue)
     forget(head.owner)
-    local token = grant(lock, fence, holders, head.owner, want, head.deadline - now, false, used, w)
+    local token = grant(lock, fence, holders, head.owner, n, head.deadline - now, head.deadline_string, false, used, w)
     used = used + want
     if head.owner == self then
       mine = token
@@ -242,7 +260,7 @@ local function wait_for(holders, owner, head, earliest)
   local wait = -1
   if earliest == nil then
     local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
-    earliest = first[2] and tonumber(first[2])
+    earliest = first[2] and first[2] + 0
   end
   if earliest then
     wait = math.max(earliest - now, 0)

@@ -33,8 +33,8 @@
 -- up before this attempt landed). Fails with a RELOCKINVALID error when
 -- permits are held under another size.
 local lock, fence, queue, holders, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local owner, ms, pub, channel = ARGV[1], tonumber(ARGV[2]), ARGV[6], ARGV[5]
-local n, size = tonumber(ARGV[9]), tonumber(ARGV[10])
+local owner, ms, pub, channel = ARGV[1], ARGV[2] + 0, ARGV[6], ARGV[5]
+local n, size = ARGV[9] + 0, ARGV[10] + 0
 
 -- One EXISTS names gone once, queue twice and the lock four times, and
 -- counts each key as often as it is named, so its reply says which of
@@ -76,9 +76,10 @@ if expiry and expiry > server_ms() then
   return {1, tonumber(token)}
 end
 local w = writes(v[4])
-local used, earliest = purge(lock, holders, tonumber(v[2]) or 0)
+local stored = (v[2] or 0) + 0
+local used, earliest = purge(lock, holders, stored, true)
 local resize = nil
-if tonumber(v[1]) ~= size then
+if (v[1] and v[1] + 0) ~= size then
   if used > 0 then
     return size_conflict(size, v[1])
   end
@@ -87,7 +88,7 @@ end
 local head, mine
 if queued_any then
   local held = used
-  used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, n, w)
+  used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, ARGV[9], w)
   if used ~= held then
     -- Granted to waiters: the first holder's expiry may have changed.
     earliest = nil
@@ -102,7 +103,7 @@ if not head and used + n <= size then
   if resize then
     write_field(lock, w, size_field, size)
   end
-  local token = grant(lock, fence, holders, owner, n, ms, fresh, used, w)
+  local token = grant(lock, fence, holders, owner, ARGV[9], ms, nil, fresh, used, w)
   flush(lock, w)
   return {1, tonumber(token)}
 end
@@ -111,8 +112,8 @@ local queued = 0
 if ARGV[3] ~= '0' then
   queued = 1
   enqueue(queue, owner, ARGV[4], head, grant_permits)
-  write_field(lock, w, want_prefix .. owner, n)
-  if used ~= (tonumber(v[2]) or 0) or resize then
+  write_field(lock, w, want_prefix .. owner, ARGV[9])
+  if used ~= stored or resize then
     write_field(lock, w, used_field, used)
     write_field(lock, w, size_field, size)
   end
@@ -126,7 +127,7 @@ if ARGV[3] ~= '0' then
   if not head then
     head = {owner = owner}
   end
-elseif used ~= (tonumber(v[2]) or 0) or resize then
+elseif used ~= stored or resize then
   settle(lock, holders, used, head, resize, w)
 else
   -- Dead waiters purged (serve): their wants go.

@@ -28,11 +28,11 @@ if v.err then
   -- Another kind's lock (a string) has the name.
   return 0
 end
-local used = tonumber(v[3]) or 0
+local used = (v[3] or 0) + 0
 local released = 0
 local w = writes(v[4])
 if v[1] then
-  used = used - tonumber((holding(v[1])))
+  used = used - holding(v[1])
   released = 1
   if used == 0 and redis.call('exists', queue) == 0 then
     -- The last permit back, nobody queued: the common case, one DEL.
@@ -53,6 +53,6 @@ if not v[2] then
 end
 used = purge(lock, holders, used)
 local head
-used, head = serve(lock, fence, queue, holders, tonumber(v[2]), used, pub, channel, nil, nil, w)
+used, head = serve(lock, fence, queue, holders, v[2] + 0, used, pub, channel, nil, nil, w)
 settle(lock, holders, used, head, nil, w)
 return released

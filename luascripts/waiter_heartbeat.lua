@@ -40,7 +40,8 @@ if not w then
 end
 if w.deadline <= server_ms() then
   -- Its deadline passed: it is purged, as it would be when first.
-  redis.call('zremrangebyscore', KEYS[2], w.arrival, w.arrival)
+  local arrival = arrival_of(KEYS[2], w)
+  redis.call('zremrangebyscore', KEYS[2], arrival, arrival)
   return 0
 end
 renew_waiter(KEYS[2], w, ARGV[2])
