@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/relockgo/relock"
 )
@@ -147,12 +148,12 @@ func prevRows(prev *Results, rows func(*Results) []HotKeyRow) []HotKeyRow {
 // rows of the same table, where the row of the same kind and shape gives
 // the previous figures.
 func shapeTable(w *mdWriter, res *Results, rows []HotKeyRow, pair func(*Results, string) (row, base *HotKeyRow), baseName string, previous []HotKeyRow) {
-	w.line("| library | configuration | processes × waiters | handoffs/s | ÷ %s | previous | wait p50 | wait p99 | ÷ %s | previous | wait max | switches/s | Jain | FIFO violations | Redis commands/handoff | previous | EVALSHA/handoff | processes woken/handoff (named + broadcast) | Redis CPU |", baseName, baseName)
-	w.text("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	w.line("| library | configuration | processes × waiters | handoffs/s | ÷ %s | previous | wait p50 | wait p99 | ÷ %s | previous | wait max | switches/s | Jain | FIFO violations | Redis commands/handoff | previous | EVALSHA/handoff | processes woken/handoff (named + broadcast) | switches within a process | client CPU/handoff | Redis CPU |", baseName, baseName)
+	w.text("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, h := range rows {
 		shape := fmt.Sprintf("%d × %d", h.Processes, h.Workers/max(h.Processes, 1))
 		if h.Err != "" {
-			w.line("| %s | %s | %s | unavailable: %s | | | | | | | | | | | | | | | |", h.Name, h.Variant, shape, cell(h.Err))
+			w.line("| %s | %s | %s | unavailable: %s | | | | | | | | | | | | | | | | | |", h.Name, h.Variant, shape, cell(h.Err))
 			continue
 		}
 		vsBase, prevVs, waitVs, prevWait, prevCmds, switches, fifo, wakes := "–", "–", "–", "–", "–", "–", "–", "–"
@@ -179,8 +180,15 @@ func shapeTable(w *mdWriter, res *Results, rows []HotKeyRow, pair func(*Results,
 			acq := float64(h.Acquisitions)
 			wakes = fmt.Sprintf("%.2f (%.2f + %.2f)", n, float64(h.WakeUps.Named)/acq, float64(h.WakeUps.Broadcast)/acq)
 		}
-		w.line("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %.1f | %s | %.2f | %s | %s |", h.Name, h.Variant, shape, fmtRate(h.HandoffsSec), vsBase, prevVs,
-			fmtDur(h.WaitP50), fmtDur(h.WaitP99), waitVs, prevWait, fmtDur(h.WaitMax), switches, h.Jain, fifo, h.Server.PerOp, prevCmds, h.Server.ScriptsOp, wakes, fmtPct(h.Server.CPU/h.Seconds))
+		local, cpu := "–", "–"
+		if h.InProcess > 0 {
+			local = fmtPct(h.InProcess)
+		}
+		if h.ClientCPU > 0 && h.Acquisitions > 0 {
+			cpu = fmtDur(h.ClientCPU / time.Duration(h.Acquisitions))
+		}
+		w.line("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %.1f | %s | %.2f | %s | %s | %s | %s |", h.Name, h.Variant, shape, fmtRate(h.HandoffsSec), vsBase, prevVs,
+			fmtDur(h.WaitP50), fmtDur(h.WaitP99), waitVs, prevWait, fmtDur(h.WaitMax), switches, h.Jain, fifo, h.Server.PerOp, prevCmds, h.Server.ScriptsOp, wakes, local, cpu, fmtPct(h.Server.CPU/h.Seconds))
 	}
 	w.text("")
 }

@@ -137,7 +137,15 @@ type HotKeyRow struct {
 	// WakeUps is what the subscriptions of relock's Clients received,
 	// summed over the processes; nil for the other libraries.
 	WakeUps *WakeCount `json:"wake_ups,omitempty"`
-	Err     string     `json:"error,omitempty"`
+	// InProcess is the share of switches (a grant to another waiter than
+	// the last holder) that went to a waiter of the last holder's process,
+	// in the order of the acquisitions' times; 0 when not counted (one
+	// process, overlapping holds, incomplete stamps).
+	InProcess float64 `json:"in_process,omitempty"`
+	// ClientCPU is the CPU time the row's processes used, summed, from
+	// the row's start until their waiters returned.
+	ClientCPU time.Duration `json:"client_cpu_ns,omitempty"`
+	Err       string        `json:"error,omitempty"`
 }
 
 // WokenPerHandoff returns the wake-up messages the processes received per

@@ -201,11 +201,13 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 	type grant struct {
 		at     int64
 		worker int32
+		proc   int // the part's index: the process
 	}
 	var grants []grant
 	var spans []waitSpan
 	capped, unpaired := false, false // stamps incomplete; stamps without the time their wait began
-	for _, part := range parts {
+	for proc, part := range parts {
+		row.ClientCPU += part.CPU
 		row.PerWorker = append(row.PerWorker, part.PerWorker...)
 		row.Failures += part.Failures
 		row.Unfinished += part.Open
@@ -218,7 +220,7 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 		waits = append(waits, part.Waits...)
 		byToken := ordered && len(part.Tokens) == len(part.Stamps)
 		for i, at := range part.Stamps {
-			grants = append(grants, grant{at, part.Workers[i]})
+			grants = append(grants, grant{at, part.Workers[i], proc})
 			if i < len(part.Began) && part.Began[i] != unknownArrival {
 				span := waitSpan{began: part.Began[i], granted: at}
 				if byToken {
@@ -250,13 +252,19 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 	row.Overlapping = overlaps
 	if !overlaps && !capped {
 		slices.SortFunc(grants, func(a, b grant) int { return cmpInt64(a.at, b.at) })
-		switches := 0
+		switches, local := 0, 0
 		for i := 1; i < len(grants); i++ {
 			if grants[i].worker != grants[i-1].worker {
 				switches++
+				if grants[i].proc == grants[i-1].proc {
+					local++
+				}
 			}
 		}
 		row.SwitchesSec = float64(switches) / row.Seconds
+		if switches > 0 && len(parts) > 1 {
+			row.InProcess = float64(local) / float64(switches)
+		}
 	}
 	if (!overlaps || ordered) && !capped && !unpaired {
 		row.FIFOViolations = overtakes(spans, fifoTolerance)
@@ -336,6 +344,7 @@ type hotKeyPart struct {
 	Writes     int64            `json:"writes,omitempty"` // of a read-write lock: reads + writes = acquisitions
 	Sent       map[string]int64 `json:"sent"`             // commands the process's client sent, by name
 	Received   WakeCount        `json:"received"`         // what the subscriptions of the process's client received (relock's)
+	CPU        time.Duration    `json:"cpu_ns"`           // the process's CPU time (user + system) from the row's start to its waiters' end
 }
 
 // hotKeyChild is a process of a hot-key row: it opens the library, says
@@ -380,6 +389,7 @@ func hotKeyChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Wr
 	if err := sleepUntil(ctx, from); err != nil {
 		return nil, err
 	}
+	cpu0 := cpuTime()
 	ctx, cancel := context.WithDeadline(ctx, to)
 	defer cancel()
 
@@ -390,8 +400,10 @@ func hotKeyChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Wr
 		wg.Go(func() { stats[i] = hotKeyWaiter(ctx, lk, s.Key, s.Hold, limit) })
 	}
 	wg.Wait()
+	cpu := cpuTime() - cpu0
 	stopProfile()
 	part := collectPart(stats, s.FirstID)
+	part.CPU = cpu
 	part.Sent = sentSince(sent0, sent.snapshot())
 	part.Received = sent.wakeUps().minus(received0)
 	return part, nil
