@@ -40,10 +40,10 @@ func ringSection(w *mdWriter, res *Results) {
 	}
 	w.text("### Floor of many processes: a token ring, no lock")
 	w.text("")
-	w.text("How much a handoff to another process costs on this machine alone: the same waiters, as workers (goroutines) in the same processes, pass one token around a ring, each to the next by a `PUBLISH` on the channel of the next one's process, whose rueidis client alone is subscribed to it (as a relock Client to its wake-up channel) and hands the token to the worker's goroutine, which passes it on at once; worker i runs in process i mod P, so every pass wakes another process. *÷ 2 × N* divides by the ring with as many workers in 2 processes; *relock ÷ 2 × N* is the mutex's handoffs/s in that shape ÷ its handoffs/s in 2 processes, from the tables above: where it is near the ring's ratio, the drop is the machine's wake-ups, not relock's. *Pass p50/p99* run from just before the `PUBLISH` to the receiving goroutine holding the token. A lock's releaser does more than pass: the worker that released asks for the lock again, a round trip that tells Redis it waits (relock's acquire attempt, which queues it), while the next holder's process wakes. In the rows *+ rejoin*, each worker, once it passed the token, makes that round trip (a `PING`) before it waits again: the floor of a handoff in which the releaser queues again; they are divided by the rejoin ring in 2 processes.")
+	w.text("How much a handoff to another process costs on this machine alone: the same waiters, as workers (goroutines) in the same processes, pass one token around a ring, each to the next by a `PUBLISH` on the channel of the next one's process, whose rueidis client alone is subscribed to it (as a relock Client to its wake-up channel) and hands the token to the worker's goroutine, which passes it on at once; worker i runs in process i mod P, so every pass wakes another process. *÷ 2 × N* divides by the ring with as many workers in 2 processes; *relock ÷ 2 × N* is the mutex's handoffs/s in that shape ÷ its handoffs/s in 2 processes, from the tables above: where it is near the ring's ratio, the drop is the machine's wake-ups, not relock's. *Pass p50/p99* run from just before the `PUBLISH` to the receiving goroutine holding the token. A lock's releaser does more than pass: the worker that released asks for the lock again, a round trip that tells Redis it waits (relock's acquire attempt, which queues it), while the next holder's process wakes. In the rows *+ rejoin*, each worker, once it passed the token, makes that round trip (a `PING`) before it waits again: the floor of a handoff in which the releaser queues again; they are divided by the rejoin ring in 2 processes. *Client CPU/pass* is the CPU time of all the row's processes ÷ passes, as the hot-key tables' client CPU/handoff.")
 	w.text("")
-	w.text("| processes × workers | each pass | passes/s | ÷ 2 × N | pass p50 | pass p99 | relock ÷ 2 × N |")
-	w.text("|---|---|---|---|---|---|---|")
+	w.text("| processes × workers | each pass | passes/s | ÷ 2 × N | pass p50 | pass p99 | client CPU/pass | relock ÷ 2 × N |")
+	w.text("|---|---|---|---|---|---|---|---|")
 	for _, g := range res.Ring {
 		shape := fmt.Sprintf("%d × %d", g.Processes, g.Workers/max(g.Processes, 1))
 		pass := "`PUBLISH`"
@@ -51,14 +51,18 @@ func ringSection(w *mdWriter, res *Results) {
 			pass = "`PUBLISH` + rejoin (`PING`)"
 		}
 		if g.Err != "" {
-			w.line("| %s | %s | unavailable: %s | | | | |", shape, pass, cell(g.Err))
+			w.line("| %s | %s | unavailable: %s | | | | | |", shape, pass, cell(g.Err))
 			continue
 		}
 		vsBase := "–"
 		if b := ringBase(res, g); b != nil {
 			vsBase = fmtRatio(g.PassesSec / b.PassesSec)
 		}
-		w.line("| %s | %s | %s | %s | %s | %s | %s |", shape, pass, fmtRate(g.PassesSec), vsBase, fmtDur(g.PassP50), fmtDur(g.PassP99), relockShapeRatio(res, g))
+		cpu := "–"
+		if c := g.cpuPerPass(); c > 0 {
+			cpu = fmtDur(c)
+		}
+		w.line("| %s | %s | %s | %s | %s | %s | %s | %s |", shape, pass, fmtRate(g.PassesSec), vsBase, fmtDur(g.PassP50), fmtDur(g.PassP99), cpu, relockShapeRatio(res, g))
 	}
 	w.text("")
 }

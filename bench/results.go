@@ -307,5 +307,8 @@ type RingRow struct {
 	// the receiving worker's goroutine holding the token.
 	PassP50 time.Duration `json:"pass_p50_ns"`
 	PassP99 time.Duration `json:"pass_p99_ns"`
-	Err     string        `json:"error,omitempty"`
+	// ClientCPU is the CPU time the row's processes used, summed, from
+	// the row's start until their workers returned.
+	ClientCPU time.Duration `json:"client_cpu_ns,omitempty"`
+	Err       string        `json:"error,omitempty"`
 }

@@ -48,8 +48,8 @@ func (r *runner) ringRows(ctx context.Context) []RingRow {
 				return rows
 			}
 			row := r.ringRow(ctx, shape, rejoin)
-			r.logf("ring     %2d procs %4d workers rejoin %-5v %8.0f passes/s  pass p50 %-9v p99 %-9v %s",
-				row.Processes, row.Workers, row.Rejoin, row.PassesSec, row.PassP50.Round(time.Microsecond), row.PassP99.Round(time.Microsecond), row.Err)
+			r.logf("ring     %2d procs %4d workers rejoin %-5v %8.0f passes/s  pass p50 %-9v p99 %-9v client CPU/pass %v %s",
+				row.Processes, row.Workers, row.Rejoin, row.PassesSec, row.PassP50.Round(time.Microsecond), row.PassP99.Round(time.Microsecond), row.cpuPerPass().Round(time.Microsecond), row.Err)
 			rows = append(rows, row)
 		}
 	}
@@ -80,6 +80,7 @@ func (r *runner) ringRow(ctx context.Context, shape hotShape, rejoin bool) RingR
 	}
 	var passes []time.Duration
 	for _, res := range results {
+		row.ClientCPU += res.Ring.CPU
 		row.Passes += res.Ring.Passes
 		passes = append(passes, res.Ring.Latencies...)
 	}
@@ -101,6 +102,9 @@ type ringPart struct {
 	// time from just before the PUBLISH to the worker's goroutine holding
 	// the token (the sender's and receiver's clocks are the machine's).
 	Latencies []time.Duration `json:"latencies"`
+	// CPU is the process's CPU time (user + system) from the row's start
+	// to its workers' end.
+	CPU time.Duration `json:"cpu_ns"`
 }
 
 // ringChannel is the channel of process i of the ring named prefix.
@@ -166,6 +170,7 @@ func ringChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Writ
 	}
 	run, stop := context.WithDeadline(ctx, to)
 	defer stop()
+	cpu0 := cpuTime()
 
 	passes := make([]int64, len(local))
 	lats := make([][]time.Duration, len(local))
@@ -212,10 +217,11 @@ func ringChild(ctx context.Context, s childSpec, stdin io.Reader, stdout io.Writ
 		local[0] <- 0
 	}
 	wg.Wait()
+	cpu := cpuTime() - cpu0
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	part := &ringPart{}
+	part := &ringPart{CPU: cpu}
 	for i := range local {
 		part.Passes += passes[i]
 		part.Latencies = append(part.Latencies, lats[i]...)
@@ -260,4 +266,12 @@ func parseToken(s string) (worker int, sent int64, ok bool) {
 		return 0, 0, false
 	}
 	return w, t, true
+}
+
+// cpuPerPass is the row's client CPU per pass, or 0.
+func (g RingRow) cpuPerPass() time.Duration {
+	if g.Passes == 0 {
+		return 0
+	}
+	return g.ClientCPU / time.Duration(g.Passes)
 }
