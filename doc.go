@@ -120,7 +120,9 @@
 // place is kept by heartbeats and lapses WithWaiterTimeout after
 // its process died. Without a queue, a release wakes one waiter per
 // Client. A read-write lock's waiting writers queue, and take the lock in
-// arrival order, handed it as the queued waiters of the mutex are.
+// arrival order, handed it as the queued waiters of the mutex are; the
+// readers a writer kept out are handed their read holds by that writer's
+// release, each woken by name with a token of its own.
 // (Redlock waiters do not queue: see package redlock.)
 //
 // # Observing
