@@ -23,18 +23,11 @@ if kind == 'string' then
   owner = redis.call('get', KEYS[1])
   holders = {owner}
 elseif kind == 'hash' then
-  -- owner id -> hold count; a read-write lock's "mode" field is no owner
-  -- (owner ids hold a ':'), nor, in a semaphore's hash (the one with a
-  -- "size" field), a waiter's "want:" owner id (see semaphore.lua).
-  local fields = redis.call('hkeys', KEYS[1])
-  local semaphore = false
-  for _, field in ipairs(fields) do
-    if field == 'size' then
-      semaphore = true
-    end
-  end
-  for _, field in ipairs(fields) do
-    if string.find(field, ':', 1, true) and not (semaphore and string.sub(field, 1, 5) == 'want:') then
+  -- owner id -> hold count (a semaphore's: "permits token"); a
+  -- read-write lock's "mode" field is no owner, nor are a semaphore's
+  -- "size", "used" and "keep" (owner ids hold a ':').
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    if string.find(field, ':', 1, true) then
       holders[#holders + 1] = field
     end
   end

@@ -14,7 +14,10 @@
 --             attempts and heartbeats push it on;
 --   keep      server time (ms) before which the key cannot expire (a
 --             bound the write of the record made sure of);
---   grant     what a hand-over makes the lock for it (grant_* below).
+--   grant     what a hand-over makes the lock for it (grant_* below),
+--             letters; a semaphore's waiter's is followed by the permits
+--             it waits for, in decimal ("permits3"), so that a release
+--             reads a waiter's want with the waiter.
 -- Owner ids hold no space, so the owner id sorts right before its record
 -- and nothing sorts between them: the first waiter is the queue's first
 -- two members, read by one ZRANGE and taken by one ZPOPMIN.
@@ -29,14 +32,15 @@
 -- a name hold it differently.
 local grant_string = 'string' -- the mutex: a string holding the owner id
 local grant_hash = 'hash' -- the reentrant and fair lock, a read-write lock's writer: a hash owner id -> 1
-local grant_permits = 'permits' -- the semaphore's waiter: its own holder records (semaphore.lua)
+local grant_permits = 'permits' -- the semaphore's waiter: its own holder records (semaphore.lua), for the permits after it
 
 -- Numbers go to redis.call as strings where that is free ('0'), and are
 -- printed with '%d' (exact for integers below 2^53, as these are): a
 -- number argument is printed with '%.14g', and '%.0f' is no cheaper, a
 -- floating-point conversion that costs more than most commands here.
 
--- Returns the record of owner.
+-- Returns the record of owner; grant is the record's grant, the permits
+-- of a semaphore's waiter included.
 local function waiter_record(owner, deadline, keep, grant)
   return owner .. ' ' .. string.format('%d %d ', deadline, keep) .. grant
 end
@@ -44,8 +48,10 @@ end
 -- Returns the waiter whose owner id and record are owner and record and
 -- whose arrival is arrival (its score, or nil when not read: see
 -- arrival_of), as a table {owner, deadline, deadline_string, keep,
--- grant, arrival, record}, deadline_string and keep decimal strings
--- (what the record says: no number to print again); nil when
+-- grant, permits, arrival, record}, deadline_string and keep decimal
+-- strings (what the record says: no number to print again), grant the
+-- record's letters (grant_*) and permits the digits after them (a
+-- semaphore's waiter's want; '' for the other kinds); nil when
 -- record is not owner's (a key not written by these scripts). The record
 -- is read in place: no piece of it is copied but the captures.
 local function waiter(owner, record, arrival)
@@ -53,12 +59,12 @@ local function waiter(owner, record, arrival)
   if not record or string.byte(record, at) ~= 32 or string.sub(record, 1, #owner) ~= owner then
     return nil
   end
-  local deadline, keep, grant = string.match(record, '^(%d+) (%d+) (%a+)$', at + 1)
+  local deadline, keep, grant, permits = string.match(record, '^(%d+) (%d+) (%a+)(%d*)$', at + 1)
   if not deadline then
     return nil
   end
   return {owner = owner, deadline = deadline + 0, deadline_string = deadline, keep = keep, grant = grant,
-    arrival = arrival, record = record}
+    permits = permits, arrival = arrival, record = record}
 end
 
 -- Returns the arrival (score) of w, a waiter of queue.
@@ -128,7 +134,7 @@ local function renew_waiter(queue, w, ms)
   local keep = outlive(queue, ms, w.keep + 0, false)
   local arrival = arrival_of(queue, w)
   redis.call('zrem', queue, w.record)
-  redis.call('zadd', queue, arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant))
+  redis.call('zadd', queue, arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant .. w.permits))
 end
 
 -- Looks at the lock and its queue before an acquire attempt of owner:
@@ -178,7 +184,7 @@ local function wake_first(queue, pub, channel, otherwise)
 end
 
 -- Queues owner at the back of queue if it is not queued yet, to be granted
--- a lock as grant says, and sets its deadline to ms milliseconds from now;
+-- a lock as grant says (a record's grant: waiter_record), and sets its deadline to ms milliseconds from now;
 -- head is the queue's first live waiter (queue_head), or nil: then the
 -- queue is empty. A newcomer behind a live waiter costs a ZRANGE (the
 -- last waiter: its arrival and what its write made sure of the expiry)
@@ -197,7 +203,7 @@ local function enqueue(queue, owner, ms, head, grant)
     if after > at + 0 then
       at = string.format('%d', after)
     end
-    local kept_until = string.match(last[1], '^.* (%d+) %a+$')
+    local kept_until = string.match(last[1], '^.* (%d+) %a+%d*$')
     keep = kept_until and kept_until + 0 or 0
   end
   local deadline = server_ms() + ms

@@ -4,20 +4,20 @@
 -- A semaphore is these keys under its name's hash tag:
 --   the lock (a hash): "size" -> the size its permits are held under,
 --     "used" -> how many are held, each holder's owner id -> "n token"
---     (its permits and its grant's fencing token), "want:" owner id ->
---     n for each of its queued waiters, and "keep" -> a server time (ms)
---     before which neither the hash nor the holders' zset can expire
---     (outlast);
+--     (its permits and its grant's fencing token), and "keep" -> a
+--     server time (ms) before which neither the hash nor the holders'
+--     zset can expire (outlast);
 --   the holders' expiries (the lock's "readers" key; a zset: owner id ->
 --     server time, ms), which their watchdogs push forward;
 --   the queue (queue.lua), in arrival order, which waiters of the kinds
---     sharing the name share.
+--     sharing the name share: a semaphore's waiter's record says the
+--     permits it waits for (its grant, "permits" n).
 -- Field names without a ':' cannot be owner ids, which are "client:seq".
 -- The hash and the holders' zset go when the last permit is given back
 -- with nobody queued, so that a semaphore nobody uses leaves no key but
 -- its fence, and the next caller's size holds.
 
-local size_field, used_field, keep_field, want_prefix = 'size', 'used', 'keep', 'want:'
+local size_field, used_field, keep_field = 'size', 'used', 'keep'
 
 -- Numbers go to redis.call as strings where that is free ('0', a
 -- decimal string read or passed in), or printed with '%d': Redis's Lua
@@ -178,16 +178,17 @@ end
 -- is left of its deadline (a granted waiter that died holds its permits no
 -- longer than its waiter timeout) and woken with "owner token"; except
 -- self, the caller's own owner, asking for self_n, whose reply says so.
--- Purges the dead waiters it meets (queue.lua, queue_head) and their
--- wants. Stops at the first live waiter that does not fit, so that no
--- waiter is overtaken by later ones asking for fewer; one whose want is
--- unknown, or larger than size (it asked under another size), or a waiter
--- of another kind sharing the name, is woken by name to ask again with an
--- attempt, which says. With every permit held, a semaphore's waiter cannot
--- fit whatever it wants, so its want is not read, nor is it woken: the
--- next change, a release or a holder's expiry, serves the queue again,
--- and wakes it then if it must ask again. A release (self nil) stops
--- there without looking at the next waiter. self_n is a decimal string.
+-- Purges the dead waiters it meets (queue.lua, queue_head). Stops at the
+-- first live waiter that does not fit, so that no waiter is overtaken by
+-- later ones asking for fewer; one whose want is unknown (a record
+-- without it), or larger than size (it asked under another size), or a
+-- waiter of another kind sharing the name, is woken by name to ask again
+-- with an attempt, which says. With every permit held, a semaphore's
+-- waiter cannot fit whatever it wants, so it is not woken: the next
+-- change, a release or a holder's expiry, serves the queue again, and
+-- wakes it then if it must ask again. A release (self nil) stops there
+-- without looking at the next waiter. self_n is a decimal string; a
+-- waiter's want is its record's (queue.lua, waiter: permits).
 -- The hash's writes go through w (writes), which the caller flushes.
 -- Returns the permits held now, the live waiter left first (a queue.lua
 -- waiter table, or nil: none, or, for a release, not looked for once
@@ -195,14 +196,11 @@ end
 local function serve(lock, fence, queue, holders, size, used, pub, channel, self, self_n, w)
   local now = server_ms()
   local mine
-  local function forget(owner)
-    delete_field(lock, w, want_prefix .. owner)
-  end
   while true do
     if used >= size and not self then
       return used, nil, mine
     end
-    local head = queue_head(queue, forget)
+    local head = queue_head(queue)
     if not head then
       return used, nil, mine
     end
@@ -211,7 +209,7 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
       if head.grant == grant_permits and used >= size then
         return used, head, mine
       end
-      n = head.grant == grant_permits and redis.call('hget', lock, want_prefix .. head.owner)
+      n = head.grant == grant_permits and head.permits ~= '' and head.permits
     end
     local want = n and n + 0
     if not want or want > size then
@@ -222,7 +220,6 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
       return used, head, mine
     end
     pop_head(queue)
-    forget(head.owner)
     local token = grant(lock, fence, holders, head.owner, n, head.deadline - now, head.deadline_string, false, used, w)
     used = used + want
     if head.owner == self then

@@ -111,8 +111,7 @@ end
 local queued = 0
 if ARGV[3] ~= '0' then
   queued = 1
-  enqueue(queue, owner, ARGV[4], head, grant_permits)
-  write_field(lock, w, want_prefix .. owner, ARGV[9])
+  enqueue(queue, owner, ARGV[4], head, grant_permits .. ARGV[9])
   if used ~= stored or resize then
     write_field(lock, w, used_field, used)
     write_field(lock, w, size_field, size)
@@ -130,7 +129,7 @@ if ARGV[3] ~= '0' then
 elseif used ~= stored or resize then
   settle(lock, holders, used, head, resize, w)
 else
-  -- Dead waiters purged (serve): their wants go.
+  -- Waiters granted (serve) as many permits as expired holders freed.
   flush(lock, w)
 end
 return queued_reply(wait_for(holders, owner, head, earliest), queued)

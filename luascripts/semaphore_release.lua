@@ -41,9 +41,7 @@ if v[1] then
   end
   delete_field(lock, w, owner)
   redis.call('zrem', holders, owner)
-elseif dequeue(queue, owner) then
-  delete_field(lock, w, want_prefix .. owner)
-else
+elseif not dequeue(queue, owner) then
   return 0
 end
 if not v[2] then
