@@ -42,7 +42,7 @@ local grant_permits = 'permits' -- the semaphore's waiter: its own holder record
 -- Returns the record of owner; grant is the record's grant, the permits
 -- of a semaphore's waiter included.
 local function waiter_record(owner, deadline, keep, grant)
-  return owner .. ' ' .. string.format('%d %d ', deadline, keep) .. grant
+  return owner .. ' ' .. string_format('%d %d ', deadline, keep) .. grant
 end
 
 -- Returns the waiter whose owner id and record are owner and record and
@@ -56,10 +56,10 @@ end
 -- is read in place: no piece of it is copied but the captures.
 local function waiter(owner, record, arrival)
   local at = #owner + 1
-  if not record or string.byte(record, at) ~= 32 or string.sub(record, 1, #owner) ~= owner then
+  if not record or string_byte(record, at) ~= 32 or string_sub(record, 1, #owner) ~= owner then
     return nil
   end
-  local deadline, keep, grant, permits = string.match(record, '^(%d+) (%d+) (%a+)(%d*)$', at + 1)
+  local deadline, keep, grant, permits = string_match(record, '^(%d+) (%d+) (%a+)(%d*)$', at + 1)
   if not deadline then
     return nil
   end
@@ -69,7 +69,7 @@ end
 
 -- Returns the arrival (score) of w, a waiter of queue.
 local function arrival_of(queue, w)
-  return w.arrival or redis.call('zscore', queue, w.owner)
+  return w.arrival or redis_call('zscore', queue, w.owner)
 end
 
 -- Returns the first waiter of queue whose deadline has not passed (a
@@ -81,7 +81,7 @@ end
 local function queue_head(queue, purged)
   local any = false
   while true do
-    local first = redis.call('zrange', queue, '0', '1')
+    local first = redis_call('zrange', queue, '0', '1')
     if not first[1] then
       return nil, any
     end
@@ -90,7 +90,7 @@ local function queue_head(queue, purged)
       return w, any
     end
     -- Dead (its deadline passed), or no waiter's pair.
-    redis.call('zremrangebyrank', queue, '0', w and '1' or '0')
+    redis_call('zremrangebyrank', queue, '0', w and '1' or '0')
     any = true
     if w and purged then
       purged(w.owner)
@@ -101,11 +101,11 @@ end
 -- Returns owner's place in queue (a waiter table), or nil when it is not
 -- queued.
 local function find_waiter(queue, owner)
-  local arrival = redis.call('zscore', queue, owner)
+  local arrival = redis_call('zscore', queue, owner)
   if not arrival then
     return nil
   end
-  local pair = redis.call('zrange', queue, arrival, arrival, 'BYSCORE')
+  local pair = redis_call('zrange', queue, arrival, arrival, 'BYSCORE')
   return waiter(owner, pair[2], arrival)
 end
 
@@ -121,9 +121,9 @@ local function outlive(queue, ms, keep, fresh)
     return keep
   end
   if fresh then
-    redis.call('pexpire', queue, 2 * ms)
+    redis_call('pexpire', queue, 2 * ms)
   else
-    redis.call('pexpire', queue, 2 * ms, 'GT')
+    redis_call('pexpire', queue, 2 * ms, 'GT')
   end
   return server_ms() + 2 * ms
 end
@@ -133,8 +133,8 @@ local function renew_waiter(queue, w, ms)
   ms = ms + 0
   local keep = outlive(queue, ms, w.keep + 0, false)
   local arrival = arrival_of(queue, w)
-  redis.call('zrem', queue, w.record)
-  redis.call('zadd', queue, arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant .. w.permits))
+  redis_call('zrem', queue, w.record)
+  redis_call('zadd', queue, arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant .. w.permits))
 end
 
 -- Looks at the lock and its queue before an acquire attempt of owner:
@@ -147,7 +147,7 @@ end
 -- attempt would take otherwise: the uncontended acquire of a hash, and
 -- the first attempt of an owner behind another waiter (look_at_lock).
 local function look_ahead(gone, queue, lock, owner, n)
-  n = n or redis.call('exists', gone, queue, queue, lock, lock, lock, lock)
+  n = n or redis_call('exists', gone, queue, queue, lock, lock, lock, lock)
   local head = nil
   if n % 4 >= 2 then
     head = queue_head(queue)
@@ -168,7 +168,7 @@ local function look_at_lock(lock, locked, first, cmd)
   if first then
     return locked
   end
-  return redis.pcall(cmd, lock)
+  return redis_pcall(cmd, lock)
 end
 
 -- Wakes the first live waiter of queue by name, to try now; with nobody
@@ -179,7 +179,7 @@ local function wake_first(queue, pub, channel, otherwise)
   if head then
     wake_owner(pub, channel, head.owner)
   elseif otherwise then
-    redis.call(pub, channel, otherwise)
+    redis_call(pub, channel, otherwise)
   end
 end
 
@@ -197,13 +197,13 @@ local function enqueue(queue, owner, ms, head, grant)
   end
   local at, keep = server_us(), 0
   if head then
-    local last = redis.call('zrange', queue, '-1', '-1', 'WITHSCORES')
+    local last = redis_call('zrange', queue, '-1', '-1', 'WITHSCORES')
     -- The last member is the last waiter's record (see above).
     local after = last[2] + 1
     if after > at + 0 then
-      at = string.format('%d', after)
+      at = string_format('%d', after)
     end
-    local kept_until = string.match(last[1], '^.* (%d+) %a+%d*$')
+    local kept_until = string_match(last[1], '^.* (%d+) %a+%d*$')
     keep = kept_until and kept_until + 0 or 0
   end
   local deadline = server_ms() + ms
@@ -212,10 +212,10 @@ local function enqueue(queue, owner, ms, head, grant)
     keep = server_ms() + 2 * ms
   end
   local record = waiter_record(owner, deadline, keep, grant)
-  if redis.call('zadd', queue, 'NX', at, owner, at, record) == 1 then
+  if redis_call('zadd', queue, 'NX', at, owner, at, record) == 1 then
     -- owner was queued already (a waiter's later attempt): its record
     -- was added alone. Take it back, and move owner's deadline on.
-    redis.call('zrem', queue, record)
+    redis_call('zrem', queue, record)
     local w = find_waiter(queue, owner)
     if w then
       renew_waiter(queue, w, ms)
@@ -242,7 +242,7 @@ end
 -- Wakes the first waiter of queue, if any, by name (publish on channel
 -- with command pub), to try now.
 local function wake_head(queue, pub, channel)
-  local first = redis.call('zrange', queue, '0', '0')
+  local first = redis_call('zrange', queue, '0', '0')
   if first[1] then
     wake_owner(pub, channel, first[1])
   end
@@ -257,7 +257,7 @@ end
 -- an Unlock does. With pub nil, it does not wake anyone: the caller does,
 -- after its grant.
 local function pop_head(queue, pub, channel)
-  redis.call('zremrangebyrank', queue, '0', '1')
+  redis_call('zremrangebyrank', queue, '0', '1')
   if pub then
     wake_head(queue, pub, channel)
   end
@@ -278,11 +278,11 @@ end
 -- Removes owner from queue wherever it is (a waiter that gave up); reports
 -- whether it was queued.
 local function dequeue(queue, owner)
-  local arrival = redis.call('zscore', queue, owner)
+  local arrival = redis_call('zscore', queue, owner)
   if not arrival then
     return false
   end
-  redis.call('zremrangebyscore', queue, arrival, arrival)
+  redis_call('zremrangebyscore', queue, arrival, arrival)
   return true
 end
 
@@ -319,12 +319,12 @@ end
 -- sleeping until the grant's expiry, later than the lease's. The reply of
 -- an acquire.
 local function take_up(lock, fence, queue, owner, ms, pub, channel)
-  local shorter = redis.call('pttl', lock) > tonumber(ms)
-  redis.call('pexpire', lock, ms)
+  local shorter = redis_call('pttl', lock) > tonumber(ms)
+  redis_call('pexpire', lock, ms)
   if shorter then
     wake_head(queue, pub, channel)
   end
-  return {1, redis.call('incrby', fence, 0)}
+  return {1, redis_call('incrby', fence, 0)}
 end
 
 -- The reply of an attempt of owner that found head, another live waiter,
@@ -351,13 +351,13 @@ end
 -- (a semaphore's waiter), with nothing changed.
 local function grant_lock(key, owner, grant, ms, stale)
   if grant == grant_string then
-    redis.call('set', key, owner, 'PX', ms)
+    redis_call('set', key, owner, 'PX', ms)
   elseif grant == grant_hash then
     if stale then
-      redis.call('del', key)
+      redis_call('del', key)
     end
-    redis.call('hset', key, owner, 1)
-    redis.call('pexpire', key, ms)
+    redis_call('hset', key, owner, 1)
+    redis_call('pexpire', key, ms)
   else
     return false
   end
@@ -382,24 +382,24 @@ end
 -- or nil.
 local function hand_on(fence, queue, key, stale, pub, channel, first)
   while true do
-    first = first or redis.call('zpopmin', queue, 2)
+    first = first or redis_call('zpopmin', queue, 2)
     if not first[1] then
       return nil
     end
     local w = waiter(first[1], first[3], first[2])
     if w and w.deadline > server_ms() then
-      if not grant_lock(key, w.owner, w.grant, math.max(w.deadline - server_ms(), 1), stale) then
-        redis.call('zadd', queue, first[2], first[1], first[4], first[3])
+      if not grant_lock(key, w.owner, w.grant, math_max(w.deadline - server_ms(), 1), stale) then
+        redis_call('zadd', queue, first[2], first[1], first[4], first[3])
         wake_owner(pub, channel, w.owner)
         return nil
       end
       -- '%.0f': Lua prints a number this large in exponent form.
-      wake_owner(pub, channel, w.owner, w.owner .. ' ' .. string.format('%.0f', next_token(fence)))
+      wake_owner(pub, channel, w.owner, w.owner .. ' ' .. string_format('%.0f', next_token(fence)))
       return w.owner
     end
     if not w and first[3] then
       -- Not a waiter's pair: only the first member was none.
-      redis.call('zadd', queue, first[4], first[3])
+      redis_call('zadd', queue, first[4], first[3])
     end
     first = nil
   end

@@ -29,14 +29,14 @@ local size_field, used_field, keep_field = 'size', 'used', 'keep'
 -- milliseconds, in one command: unlike the keys extend (time.lua) takes,
 -- these always have an expiry, set by the script that creates them.
 local function lengthen(key, ms)
-  redis.call('pexpire', key, ms, 'GT')
+  redis_call('pexpire', key, ms, 'GT')
 end
 
 -- Returns the permits and the token (decimal strings) of a holder's field,
 -- "n token": cut at its space by a plain find, cheaper than a pattern.
 local function holding(v)
-  local space = string.find(v, ' ', 1, true)
-  return string.sub(v, 1, space - 1), string.sub(v, space + 1)
+  local space = string_find(v, ' ', 1, true)
+  return string_sub(v, 1, space - 1), string_sub(v, space + 1)
 end
 
 -- The hash's writes of one script, deferred to its end (flush), so that
@@ -57,16 +57,16 @@ local writes_max = 1000
 -- Writes w's pending fields to the hash lock, and forgets them.
 local function flush(lock, w)
   if #w.dels > 0 then
-    redis.call('hdel', lock, unpack(w.dels))
+    redis_call('hdel', lock, unpack_list(w.dels))
     w.dels = {}
   end
   if w.moved then
     w.sets[#w.sets + 1] = keep_field
-    w.sets[#w.sets + 1] = string.format('%d', w.keep)
+    w.sets[#w.sets + 1] = string_format('%d', w.keep)
     w.moved = false
   end
   if #w.sets > 0 then
-    redis.call('hset', lock, unpack(w.sets))
+    redis_call('hset', lock, unpack_list(w.sets))
     w.sets = {}
   end
 end
@@ -117,17 +117,17 @@ end
 local function grant(lock, fence, holders, owner, n, ms, expiry, fresh, held, w)
   local token = next_token_string(fence)
   write_field(lock, w, owner, n .. ' ' .. token)
-  redis.call('zadd', holders, expiry or string.format('%d', server_ms() + ms), owner)
+  redis_call('zadd', holders, expiry or string_format('%d', server_ms() + ms), owner)
   if fresh then
     w.keep, w.moved = server_ms() + ms, true
     flush(lock, w)
-    redis.call('pexpire', lock, ms)
-    redis.call('pexpire', holders, ms)
+    redis_call('pexpire', lock, ms)
+    redis_call('pexpire', holders, ms)
     return token
   end
   if held == 0 then
     -- The holders' zset goes with the hash, never before it (outlast).
-    redis.call('pexpire', holders, math.max(ms, redis.call('pttl', lock)))
+    redis_call('pexpire', holders, math_max(ms, redis_call('pttl', lock)))
   end
   outlast(lock, holders, w, ms)
   return token
@@ -147,7 +147,7 @@ local function purge(lock, holders, used, earliest)
   end
   local dead
   if earliest then
-    local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
+    local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
     if not first[2] then
       return used, false
     end
@@ -155,21 +155,21 @@ local function purge(lock, holders, used, earliest)
     if expiry > server_ms() then
       return used, expiry
     end
-    dead = redis.call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
+    dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
   else
-    dead = redis.call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
+    dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
     if not dead[1] then
       return used, nil
     end
   end
   for _, owner in ipairs(dead) do
-    local v = redis.call('hget', lock, owner)
+    local v = redis_call('hget', lock, owner)
     if v then
       used = used - holding(v)
-      redis.call('hdel', lock, owner)
+      redis_call('hdel', lock, owner)
     end
   end
-  redis.call('zrem', holders, unpack(dead))
+  redis_call('zrem', holders, unpack_list(dead))
   return used, nil
 end
 
@@ -236,7 +236,7 @@ end
 -- instead: it is free, and the next caller's size holds.
 local function settle(lock, holders, used, head, size, w)
   if used == 0 and not head then
-    redis.call('del', lock, holders)
+    redis_call('del', lock, holders)
     return
   end
   write_field(lock, w, used_field, used)
@@ -256,14 +256,14 @@ local function wait_for(holders, owner, head, earliest)
   local now = server_ms()
   local wait = -1
   if earliest == nil then
-    local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
+    local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
     earliest = first[2] and first[2] + 0
   end
   if earliest then
-    wait = math.max(earliest - now, 0)
+    wait = math_max(earliest - now, 0)
   end
   if head and head.owner ~= owner then
-    local left = math.max(head.deadline - now, 0)
+    local left = math_max(head.deadline - now, 0)
     if wait < 0 or left < wait then
       wait = left
     end

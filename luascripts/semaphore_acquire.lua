@@ -41,32 +41,32 @@ local n, size = ARGV[9] + 0, ARGV[10] + 0
 -- the three exist, in binary. Nobody gone, nobody queued and no semaphore
 -- (the uncontended case) costs that EXISTS alone: fresh, with nothing to
 -- read.
-local seen = redis.call('exists', gone, queue, queue, lock, lock, lock, lock)
+local seen = redis_call('exists', gone, queue, queue, lock, lock, lock, lock)
 local queued_any = seen % 4 >= 2
 local v, fresh = {}, true
 if seen > 0 then
-  v = redis.pcall('hmget', lock, size_field, used_field, owner, keep_field)
+  v = redis_pcall('hmget', lock, size_field, used_field, owner, keep_field)
   if v.err then
     -- Another kind's lock (a string) has the name: wait for its expiry
     -- (-1: none, -2: gone already, as the reply codes say).
-    return {0, redis.call('pttl', lock)}
+    return {0, redis_call('pttl', lock)}
   end
   if v[1] then
     fresh = false
   elseif seen >= 4 then
     -- Another kind's lock (a hash without a size) has the name.
-    return {0, redis.call('pttl', lock)}
+    return {0, redis_call('pttl', lock)}
   end
   if seen % 2 == 1 and is_gone(gone, owner) then
     return {0, -1}
   end
 end
-local expiry = v[3] and tonumber(redis.call('zscore', holders, owner))
+local expiry = v[3] and tonumber(redis_call('zscore', holders, owner))
 if expiry and expiry > server_ms() then
   -- A release handed permits to this owner, a queued waiter: its lease
   -- from now on. (A grant that expired is purged below.)
   local _, token = holding(v[3])
-  redis.call('zadd', holders, server_ms() + ms, owner)
+  redis_call('zadd', holders, server_ms() + ms, owner)
   lengthen(lock, ms)
   lengthen(holders, ms)
   if expiry > server_ms() + ms then
@@ -118,7 +118,7 @@ if ARGV[3] ~= '0' then
   end
   if fresh then
     flush(lock, w)
-    redis.call('pexpire', lock, ARGV[4])
+    redis_call('pexpire', lock, ARGV[4])
   else
     outlast(lock, holders, w, ARGV[4])
     flush(lock, w)

@@ -10,7 +10,7 @@
 -- Returns the channel of owner's client for the lock whose channel is
 -- channel; the lock's channel itself for an owner id without a client id.
 local function owner_channel(channel, owner)
-  local client = string.match(owner, '^(.*):')
+  local client = string_match(owner, '^(.*):')
   if not client then
     return channel
   end
@@ -20,7 +20,7 @@ end
 -- Publishes payload (the owner id when nil: "try now"; "owner token" for a
 -- hand-over) with command pub on the channel of owner's client.
 local function wake_owner(pub, channel, owner, payload)
-  redis.call(pub, owner_channel(channel, owner), payload or owner)
+  redis_call(pub, owner_channel(channel, owner), payload or owner)
 end
 
 -- Tells owner's client that owner's hold ended by another's call: the loss
@@ -28,5 +28,5 @@ end
 -- client hears its notices through one pattern subscription, which sharded
 -- pub/sub lacks, and a notice is rare enough to go to every node.
 local function tell_lost(channel, owner)
-  redis.call('publish', owner_channel(channel, owner), 'lost ' .. owner)
+  redis_call('publish', owner_channel(channel, owner), 'lost ' .. owner)
 end
