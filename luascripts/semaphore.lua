@@ -239,9 +239,9 @@ local function settle(lock, holders, used, head, size, w)
     redis_call('del', lock, holders)
     return
   end
-  write_field(lock, w, used_field, used)
+  write_field(lock, w, used_field, string_format('%d', used))
   if size then
-    write_field(lock, w, size_field, size)
+    write_field(lock, w, size_field, string_format('%d', size))
   end
   flush(lock, w)
 end

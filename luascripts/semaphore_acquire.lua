@@ -73,7 +73,7 @@ if expiry and expiry > server_ms() then
     -- The first waiter may be sleeping until the grant's expiry.
     wake_head(queue, pub, channel)
   end
-  return {1, tonumber(token)}
+  return {1, token + 0}
 end
 local w = writes(v[4])
 local stored = (v[2] or 0) + 0
@@ -96,16 +96,16 @@ if queued_any then
 end
 if mine then
   settle(lock, holders, used, head, resize, w)
-  return {1, tonumber(mine)}
+  return {1, mine + 0}
 end
 if not head and used + n <= size then
-  write_field(lock, w, used_field, used + n)
+  write_field(lock, w, used_field, string_format('%d', used + n))
   if resize then
-    write_field(lock, w, size_field, size)
+    write_field(lock, w, size_field, ARGV[10])
   end
   local token = grant(lock, fence, holders, owner, ARGV[9], ms, nil, fresh, used, w)
   flush(lock, w)
-  return {1, tonumber(token)}
+  return {1, token + 0}
 end
 
 local queued = 0
@@ -113,8 +113,8 @@ if ARGV[3] ~= '0' then
   queued = 1
   enqueue(queue, owner, ARGV[4], head, grant_permits .. ARGV[9])
   if used ~= stored or resize then
-    write_field(lock, w, used_field, used)
-    write_field(lock, w, size_field, size)
+    write_field(lock, w, used_field, string_format('%d', used))
+    write_field(lock, w, size_field, ARGV[10])
   end
   if fresh then
     flush(lock, w)

@@ -9,12 +9,16 @@
 
 -- Returns the channel of owner's client for the lock whose channel is
 -- channel; the lock's channel itself for an owner id without a client id.
+-- The last ':' is looked for from the end, byte by byte: it is a few
+-- bytes from there (the sequence number), and a pattern ('^(.*):') would
+-- scan the whole id and back.
 local function owner_channel(channel, owner)
-  local client = string_match(owner, '^(.*):')
-  if not client then
-    return channel
+  for i = #owner, 1, -1 do
+    if string_byte(owner, i) == 58 then -- ':'
+      return channel .. ':' .. string_sub(owner, 1, i - 1)
+    end
   end
-  return channel .. ':' .. client
+  return channel
 end
 
 -- Publishes payload (the owner id when nil: "try now"; "owner token" for a
