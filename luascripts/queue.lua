@@ -203,7 +203,11 @@ local function enqueue(queue, owner, ms, head, grant)
     if after > at + 0 then
       at = string_format('%d', after)
     end
-    local kept_until = string_match(last[1], '^.* (%d+) %a+%d*$')
+    -- Its keep follows its owner id, which holds no space, and deadline:
+    -- found from the first space, not by a pattern that scans the
+    -- record from its end.
+    local space = string_find(last[1], ' ', 1, true)
+    local kept_until = space and string_match(last[1], '^%d+ (%d+) %a+%d*$', space + 1)
     keep = kept_until and kept_until + 0 or 0
   end
   local deadline = server_ms() + ms
