@@ -92,7 +92,8 @@ import (
 // its owner id and its record "owner deadline keep grant", where deadline
 // is the server time in ms until which the waiter is alive, keep a time
 // before which the key cannot expire, and grant what a hand-over makes
-// the lock for it (ParseQueue reads them).
+// the lock for it, followed for a semaphore's waiter by the permits it
+// waits for ("permits3"; ParseQueue reads them).
 //
 // Hold counts are named by the client, which knows them, so that a call
 // retried after a lost reply never counts twice.
@@ -181,6 +182,7 @@ type QueuedWaiter struct {
 	Owner      string
 	DeadlineMs int64  // server time in ms until which it is alive; purged when first after it
 	Grant      string // GrantString, GrantHash or GrantPermits
+	Permits    int64  // with GrantPermits, the permits it waits for; 0 when its record does not say
 }
 
 // ParseQueue returns the waiters of a queue whose members, in rank order
@@ -206,7 +208,9 @@ func ParseQueue(members []string) []QueuedWaiter {
 		if err != nil {
 			continue
 		}
-		ws = append(ws, QueuedWaiter{Owner: owner, DeadlineMs: deadline, Grant: fields[2]})
+		grant := strings.TrimRightFunc(fields[2], func(r rune) bool { return '0' <= r && r <= '9' })
+		permits, _ := strconv.ParseInt(fields[2][len(grant):], 10, 64)
+		ws = append(ws, QueuedWaiter{Owner: owner, DeadlineMs: deadline, Grant: grant, Permits: permits})
 		i++
 	}
 	return ws

@@ -25,10 +25,10 @@ local fence_ttl_ms = '86400000' -- 24 hours; a string, which redis.call passes a
 
 local function next_token(key)
   local now = server_us()
-  local last = redis.call('set', key, now, 'PX', fence_ttl_ms, 'GET')
+  local last = redis_call('set', key, now, 'PX', fence_ttl_ms, 'GET')
   if last and (#last > #now or (#last == #now and last >= now)) then
-    redis.call('set', key, last, 'PX', fence_ttl_ms)
-    return redis.call('incr', key)
+    redis_call('set', key, last, 'PX', fence_ttl_ms)
+    return redis_call('incr', key)
   end
   return tonumber(now)
 end
@@ -37,10 +37,10 @@ end
 -- rather than returns it: the common case converts nothing.
 local function next_token_string(key)
   local now = server_us()
-  local last = redis.call('set', key, now, 'PX', fence_ttl_ms, 'GET')
+  local last = redis_call('set', key, now, 'PX', fence_ttl_ms, 'GET')
   if last and (#last > #now or (#last == #now and last >= now)) then
-    redis.call('set', key, last, 'PX', fence_ttl_ms)
-    return string.format('%d', redis.call('incr', key))
+    redis_call('set', key, last, 'PX', fence_ttl_ms)
+    return string_format('%d', redis_call('incr', key))
   end
   return now
 end
@@ -52,13 +52,13 @@ end
 -- ahead: two commands for a release that grants many readers at once.
 local function next_tokens(key, n)
   local now = server_us()
-  local last = redis.call('set', key, now, 'PX', fence_ttl_ms, 'GET')
+  local last = redis_call('set', key, now, 'PX', fence_ttl_ms, 'GET')
   local first = tonumber(now)
   if last and (#last > #now or (#last == #now and last >= now)) then
     first = tonumber(last) + 1
   end
   if n > 1 or first ~= tonumber(now) then
-    redis.call('set', key, string.format('%d', first + n - 1), 'PX', fence_ttl_ms)
+    redis_call('set', key, string_format('%d', first + n - 1), 'PX', fence_ttl_ms)
   end
   return first
 end

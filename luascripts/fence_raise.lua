@@ -8,8 +8,8 @@
 --
 -- Returns the counter after the call.
 local token = tonumber(ARGV[1])
-if tonumber(redis.call('get', KEYS[1]) or '0') < token then
-  redis.call('set', KEYS[1], ARGV[1])
+if tonumber(redis_call('get', KEYS[1]) or '0') < token then
+  redis_call('set', KEYS[1], ARGV[1])
 end
-redis.call('pexpire', KEYS[1], fence_ttl_ms)
-return tonumber(redis.call('get', KEYS[1]))
+redis_call('pexpire', KEYS[1], fence_ttl_ms)
+return tonumber(redis_call('get', KEYS[1]))

@@ -18,37 +18,30 @@
 -- Returns 1 when a lock was deleted, 0 when it was not held.
 local owner = nil
 local holders = {}
-local kind = redis.call('type', KEYS[1]).ok
+local kind = redis_call('type', KEYS[1]).ok
 if kind == 'string' then
-  owner = redis.call('get', KEYS[1])
+  owner = redis_call('get', KEYS[1])
   holders = {owner}
 elseif kind == 'hash' then
-  -- owner id -> hold count; a read-write lock's "mode" field is no owner
-  -- (owner ids hold a ':'), nor, in a semaphore's hash (the one with a
-  -- "size" field), a waiter's "want:" owner id (see semaphore.lua).
-  local fields = redis.call('hkeys', KEYS[1])
-  local semaphore = false
-  for _, field in ipairs(fields) do
-    if field == 'size' then
-      semaphore = true
-    end
-  end
-  for _, field in ipairs(fields) do
-    if string.find(field, ':', 1, true) and not (semaphore and string.sub(field, 1, 5) == 'want:') then
+  -- owner id -> hold count (a semaphore's: "permits token"); a
+  -- read-write lock's "mode" field is no owner, nor are a semaphore's
+  -- "size", "used" and "keep" (owner ids hold a ':').
+  for _, field in ipairs(redis_call('hkeys', KEYS[1])) do
+    if string_find(field, ':', 1, true) then
       holders[#holders + 1] = field
     end
   end
 end
-if redis.call('del', KEYS[1]) == 0 then
+if redis_call('del', KEYS[1]) == 0 then
   return 0
 end
 if KEYS[2] then
-  redis.call('del', KEYS[2])
+  redis_call('del', KEYS[2])
 end
 if owner and KEYS[3] then
   record_gone(KEYS[3], owner, ARGV[3])
 end
-redis.call(ARGV[2], ARGV[1], '')
+redis_call(ARGV[2], ARGV[1], '')
 for _, holder in ipairs(holders) do
   tell_lost(ARGV[1], holder)
 end

@@ -11,7 +11,7 @@
 -- Reports whether owner is recorded in key as gone. One ZSCORE of a key
 -- that is usually absent: the uncontended acquire pays nothing more.
 local function is_gone(key, owner)
-  local score = redis.call('zscore', key, owner)
+  local score = redis_call('zscore', key, owner)
   if not score then
     return false
   end
@@ -28,8 +28,8 @@ local function record_gone(key, owner, ms)
     return
   end
   local now = server_ms()
-  redis.call('zremrangebyscore', key, '-inf', now)
-  redis.call('zadd', key, now + ms, owner)
+  redis_call('zremrangebyscore', key, '-inf', now)
+  redis_call('zadd', key, now + ms, owner)
   extend(key, ms)
 end
 

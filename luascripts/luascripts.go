@@ -21,6 +21,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,10 +150,15 @@ func (s Script) must() *loaded {
 	return scripts[s]
 }
 
-// load returns the script made of files, in order.
+// load returns the script made of files, in order, with a call of
+// new_call (time.lua) between its fragments and its body, as its function
+// in the library has (functions.go).
 func load(e effect, names ...string) *loaded {
 	var text strings.Builder
-	for _, name := range names {
+	for i, name := range names {
+		if i > 0 && !slices.Contains(fragments, name) && slices.Contains(fragments, names[i-1]) {
+			text.WriteString("new_call()\n")
+		}
 		text.WriteString(file(name))
 	}
 	sum := sha1.Sum([]byte(text.String()))

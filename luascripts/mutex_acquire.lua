@@ -45,9 +45,9 @@
 -- The uncontended acquire first, in as few steps as it takes: nobody gone,
 -- nobody queued and the lock free (look_ahead's EXISTS, the lock named
 -- four times: 0 says all three), so that the lock is this owner's.
-local seen = redis.call('exists', KEYS[5], KEYS[3], KEYS[3], KEYS[1], KEYS[1], KEYS[1], KEYS[1])
+local seen = redis_call('exists', KEYS[5], KEYS[3], KEYS[3], KEYS[1], KEYS[1], KEYS[1], KEYS[1])
 if seen == 0 then
-  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis_call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return {1, next_token(KEYS[2])}
 end
 local head, gone, locked = look_ahead(KEYS[5], KEYS[3], KEYS[1], ARGV[1], seen)
@@ -65,7 +65,7 @@ if head and head.owner ~= ARGV[1] then
 end
 -- Nobody is first but this owner, if anyone. SET NX GET takes a free lock,
 -- or says who holds it (an error: a lock of another kind).
-local v = redis.pcall('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+local v = redis_pcall('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
 if not v then
   if head then
     pop_head(KEYS[3], ARGV[6], ARGV[5])
@@ -77,4 +77,4 @@ if v == ARGV[1] then
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
 local queued = join_queue(KEYS[3], ARGV[1], ARGV[3], ARGV[4], head, grant_string)
-return queued_reply(held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head), queued)
+return queued_reply(held_wait(redis_call('pttl', KEYS[1]), ARGV[1], head), queued)

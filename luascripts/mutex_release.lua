@@ -29,17 +29,17 @@
 if ARGV[5] ~= '0' then
   record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 end
-if redis.pcall('get', KEYS[1]) ~= ARGV[1] then
-  if dequeue(KEYS[2], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
+if redis_pcall('get', KEYS[1]) ~= ARGV[1] then
+  if dequeue(KEYS[2], ARGV[1]) and redis_call('exists', KEYS[1]) == 0 then
     wake_first(KEYS[2], ARGV[3], ARGV[2], 'one')
   end
   return 0
 end
 -- One ZPOPMIN says whether anyone is queued, the uncontended release's
 -- case (the lock is then deleted), and takes the first waiter if so.
-local first = redis.call('zpopmin', KEYS[2], 2)
+local first = redis_call('zpopmin', KEYS[2], 2)
 if not first[1] or not hand_on(KEYS[5], KEYS[2], KEYS[1], true, ARGV[3], ARGV[2], first) then
-  redis.call('del', KEYS[1])
-  redis.call(ARGV[3], ARGV[2], 'one')
+  redis_call('del', KEYS[1])
+  redis_call(ARGV[3], ARGV[2], 'one')
 end
 return 1

@@ -5,7 +5,7 @@
 
 -- Returns the owner id a plain lock (a string key) holds, or nil.
 local function holder(key)
-  local v = redis.pcall('get', key)
+  local v = redis_pcall('get', key)
   if type(v) == 'string' then
     return v
   end
@@ -15,7 +15,7 @@ end
 -- Reports whether the lock at key, a hash of owner ids (reentrant, fair,
 -- read-write), counts owner among its holders.
 local function holds(key, owner)
-  return redis.pcall('hexists', key, owner) == 1
+  return redis_pcall('hexists', key, owner) == 1
 end
 
 -- Ends depth of owner's holds of the hash lock key (depth n > 1 leaves
@@ -30,10 +30,10 @@ local function end_holds(key, owner, depth)
     if not holds(key, owner) then
       return nil
     end
-    redis.call('hset', key, owner, depth - 1)
+    redis_call('hset', key, owner, depth - 1)
     return 'kept'
   end
-  if redis.pcall('hdel', key, owner) == 1 then
+  if redis_pcall('hdel', key, owner) == 1 then
     return 'ended'
   end
   return nil

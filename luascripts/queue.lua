@@ -14,7 +14,10 @@
 --             attempts and heartbeats push it on;
 --   keep      server time (ms) before which the key cannot expire (a
 --             bound the write of the record made sure of);
---   grant     what a hand-over makes the lock for it (grant_* below).
+--   grant     what a hand-over makes the lock for it (grant_* below),
+--             letters; a semaphore's waiter's is followed by the permits
+--             it waits for, in decimal ("permits3"), so that a release
+--             reads a waiter's want with the waiter.
 -- Owner ids hold no space, so the owner id sorts right before its record
 -- and nothing sorts between them: the first waiter is the queue's first
 -- two members, read by one ZRANGE and taken by one ZPOPMIN.
@@ -29,41 +32,44 @@
 -- a name hold it differently.
 local grant_string = 'string' -- the mutex: a string holding the owner id
 local grant_hash = 'hash' -- the reentrant and fair lock, a read-write lock's writer: a hash owner id -> 1
-local grant_permits = 'permits' -- the semaphore's waiter: its own holder records (semaphore.lua)
+local grant_permits = 'permits' -- the semaphore's waiter: its own holder records (semaphore.lua), for the permits after it
 
 -- Numbers go to redis.call as strings where that is free ('0'), and are
 -- printed with '%d' (exact for integers below 2^53, as these are): a
 -- number argument is printed with '%.14g', and '%.0f' is no cheaper, a
 -- floating-point conversion that costs more than most commands here.
 
--- Returns the record of owner.
+-- Returns the record of owner; grant is the record's grant, the permits
+-- of a semaphore's waiter included.
 local function waiter_record(owner, deadline, keep, grant)
-  return owner .. ' ' .. string.format('%d %d ', deadline, keep) .. grant
+  return owner .. ' ' .. string_format('%d %d ', deadline, keep) .. grant
 end
 
 -- Returns the waiter whose owner id and record are owner and record and
 -- whose arrival is arrival (its score, or nil when not read: see
 -- arrival_of), as a table {owner, deadline, deadline_string, keep,
--- grant, arrival, record}, deadline_string and keep decimal strings
--- (what the record says: no number to print again); nil when
+-- grant, permits, arrival, record}, deadline_string and keep decimal
+-- strings (what the record says: no number to print again), grant the
+-- record's letters (grant_*) and permits the digits after them (a
+-- semaphore's waiter's want; '' for the other kinds); nil when
 -- record is not owner's (a key not written by these scripts). The record
 -- is read in place: no piece of it is copied but the captures.
 local function waiter(owner, record, arrival)
   local at = #owner + 1
-  if not record or string.byte(record, at) ~= 32 or string.sub(record, 1, #owner) ~= owner then
+  if not record or string_byte(record, at) ~= 32 or string_sub(record, 1, #owner) ~= owner then
     return nil
   end
-  local deadline, keep, grant = string.match(record, '^(%d+) (%d+) (%a+)$', at + 1)
+  local deadline, keep, grant, permits = string_match(record, '^(%d+) (%d+) (%a+)(%d*)$', at + 1)
   if not deadline then
     return nil
   end
   return {owner = owner, deadline = deadline + 0, deadline_string = deadline, keep = keep, grant = grant,
-    arrival = arrival, record = record}
+    permits = permits, arrival = arrival, record = record}
 end
 
 -- Returns the arrival (score) of w, a waiter of queue.
 local function arrival_of(queue, w)
-  return w.arrival or redis.call('zscore', queue, w.owner)
+  return w.arrival or redis_call('zscore', queue, w.owner)
 end
 
 -- Returns the first waiter of queue whose deadline has not passed (a
@@ -75,7 +81,7 @@ end
 local function queue_head(queue, purged)
   local any = false
   while true do
-    local first = redis.call('zrange', queue, '0', '1')
+    local first = redis_call('zrange', queue, '0', '1')
     if not first[1] then
       return nil, any
     end
@@ -84,7 +90,7 @@ local function queue_head(queue, purged)
       return w, any
     end
     -- Dead (its deadline passed), or no waiter's pair.
-    redis.call('zremrangebyrank', queue, '0', w and '1' or '0')
+    redis_call('zremrangebyrank', queue, '0', w and '1' or '0')
     any = true
     if w and purged then
       purged(w.owner)
@@ -95,11 +101,11 @@ end
 -- Returns owner's place in queue (a waiter table), or nil when it is not
 -- queued.
 local function find_waiter(queue, owner)
-  local arrival = redis.call('zscore', queue, owner)
+  local arrival = redis_call('zscore', queue, owner)
   if not arrival then
     return nil
   end
-  local pair = redis.call('zrange', queue, arrival, arrival, 'BYSCORE')
+  local pair = redis_call('zrange', queue, arrival, arrival, 'BYSCORE')
   return waiter(owner, pair[2], arrival)
 end
 
@@ -115,9 +121,9 @@ local function outlive(queue, ms, keep, fresh)
     return keep
   end
   if fresh then
-    redis.call('pexpire', queue, 2 * ms)
+    redis_call('pexpire', queue, 2 * ms)
   else
-    redis.call('pexpire', queue, 2 * ms, 'GT')
+    redis_call('pexpire', queue, 2 * ms, 'GT')
   end
   return server_ms() + 2 * ms
 end
@@ -127,8 +133,8 @@ local function renew_waiter(queue, w, ms)
   ms = ms + 0
   local keep = outlive(queue, ms, w.keep + 0, false)
   local arrival = arrival_of(queue, w)
-  redis.call('zrem', queue, w.record)
-  redis.call('zadd', queue, arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant))
+  redis_call('zrem', queue, w.record)
+  redis_call('zadd', queue, arrival, waiter_record(w.owner, server_ms() + ms, keep, w.grant .. w.permits))
 end
 
 -- Looks at the lock and its queue before an acquire attempt of owner:
@@ -141,7 +147,7 @@ end
 -- attempt would take otherwise: the uncontended acquire of a hash, and
 -- the first attempt of an owner behind another waiter (look_at_lock).
 local function look_ahead(gone, queue, lock, owner, n)
-  n = n or redis.call('exists', gone, queue, queue, lock, lock, lock, lock)
+  n = n or redis_call('exists', gone, queue, queue, lock, lock, lock, lock)
   local head = nil
   if n % 4 >= 2 then
     head = queue_head(queue)
@@ -162,7 +168,7 @@ local function look_at_lock(lock, locked, first, cmd)
   if first then
     return locked
   end
-  return redis.pcall(cmd, lock)
+  return redis_pcall(cmd, lock)
 end
 
 -- Wakes the first live waiter of queue by name, to try now; with nobody
@@ -173,12 +179,12 @@ local function wake_first(queue, pub, channel, otherwise)
   if head then
     wake_owner(pub, channel, head.owner)
   elseif otherwise then
-    redis.call(pub, channel, otherwise)
+    redis_call(pub, channel, otherwise)
   end
 end
 
 -- Queues owner at the back of queue if it is not queued yet, to be granted
--- a lock as grant says, and sets its deadline to ms milliseconds from now;
+-- a lock as grant says (a record's grant: waiter_record), and sets its deadline to ms milliseconds from now;
 -- head is the queue's first live waiter (queue_head), or nil: then the
 -- queue is empty. A newcomer behind a live waiter costs a ZRANGE (the
 -- last waiter: its arrival and what its write made sure of the expiry)
@@ -191,13 +197,17 @@ local function enqueue(queue, owner, ms, head, grant)
   end
   local at, keep = server_us(), 0
   if head then
-    local last = redis.call('zrange', queue, '-1', '-1', 'WITHSCORES')
+    local last = redis_call('zrange', queue, '-1', '-1', 'WITHSCORES')
     -- The last member is the last waiter's record (see above).
     local after = last[2] + 1
     if after > at + 0 then
-      at = string.format('%d', after)
+      at = string_format('%d', after)
     end
-    local kept_until = string.match(last[1], '^.* (%d+) %a+$')
+    -- Its keep follows its owner id, which holds no space, and deadline:
+    -- found from the first space, not by a pattern that scans the
+    -- record from its end.
+    local space = string_find(last[1], ' ', 1, true)
+    local kept_until = space and string_match(last[1], '^%d+ (%d+) %a+%d*$', space + 1)
     keep = kept_until and kept_until + 0 or 0
   end
   local deadline = server_ms() + ms
@@ -206,10 +216,10 @@ local function enqueue(queue, owner, ms, head, grant)
     keep = server_ms() + 2 * ms
   end
   local record = waiter_record(owner, deadline, keep, grant)
-  if redis.call('zadd', queue, 'NX', at, owner, at, record) == 1 then
+  if redis_call('zadd', queue, 'NX', at, owner, at, record) == 1 then
     -- owner was queued already (a waiter's later attempt): its record
     -- was added alone. Take it back, and move owner's deadline on.
-    redis.call('zrem', queue, record)
+    redis_call('zrem', queue, record)
     local w = find_waiter(queue, owner)
     if w then
       renew_waiter(queue, w, ms)
@@ -236,7 +246,7 @@ end
 -- Wakes the first waiter of queue, if any, by name (publish on channel
 -- with command pub), to try now.
 local function wake_head(queue, pub, channel)
-  local first = redis.call('zrange', queue, '0', '0')
+  local first = redis_call('zrange', queue, '0', '0')
   if first[1] then
     wake_owner(pub, channel, first[1])
   end
@@ -251,7 +261,7 @@ end
 -- an Unlock does. With pub nil, it does not wake anyone: the caller does,
 -- after its grant.
 local function pop_head(queue, pub, channel)
-  redis.call('zremrangebyrank', queue, '0', '1')
+  redis_call('zremrangebyrank', queue, '0', '1')
   if pub then
     wake_head(queue, pub, channel)
   end
@@ -272,11 +282,11 @@ end
 -- Removes owner from queue wherever it is (a waiter that gave up); reports
 -- whether it was queued.
 local function dequeue(queue, owner)
-  local arrival = redis.call('zscore', queue, owner)
+  local arrival = redis_call('zscore', queue, owner)
   if not arrival then
     return false
   end
-  redis.call('zremrangebyscore', queue, arrival, arrival)
+  redis_call('zremrangebyscore', queue, arrival, arrival)
   return true
 end
 
@@ -313,12 +323,12 @@ end
 -- sleeping until the grant's expiry, later than the lease's. The reply of
 -- an acquire.
 local function take_up(lock, fence, queue, owner, ms, pub, channel)
-  local shorter = redis.call('pttl', lock) > tonumber(ms)
-  redis.call('pexpire', lock, ms)
+  local shorter = redis_call('pttl', lock) > tonumber(ms)
+  redis_call('pexpire', lock, ms)
   if shorter then
     wake_head(queue, pub, channel)
   end
-  return {1, redis.call('incrby', fence, 0)}
+  return {1, redis_call('incrby', fence, 0)}
 end
 
 -- The reply of an attempt of owner that found head, another live waiter,
@@ -345,13 +355,13 @@ end
 -- (a semaphore's waiter), with nothing changed.
 local function grant_lock(key, owner, grant, ms, stale)
   if grant == grant_string then
-    redis.call('set', key, owner, 'PX', ms)
+    redis_call('set', key, owner, 'PX', ms)
   elseif grant == grant_hash then
     if stale then
-      redis.call('del', key)
+      redis_call('del', key)
     end
-    redis.call('hset', key, owner, 1)
-    redis.call('pexpire', key, ms)
+    redis_call('hset', key, owner, 1)
+    redis_call('pexpire', key, ms)
   else
     return false
   end
@@ -376,24 +386,24 @@ end
 -- or nil.
 local function hand_on(fence, queue, key, stale, pub, channel, first)
   while true do
-    first = first or redis.call('zpopmin', queue, 2)
+    first = first or redis_call('zpopmin', queue, 2)
     if not first[1] then
       return nil
     end
     local w = waiter(first[1], first[3], first[2])
     if w and w.deadline > server_ms() then
-      if not grant_lock(key, w.owner, w.grant, math.max(w.deadline - server_ms(), 1), stale) then
-        redis.call('zadd', queue, first[2], first[1], first[4], first[3])
+      if not grant_lock(key, w.owner, w.grant, math_max(w.deadline - server_ms(), 1), stale) then
+        redis_call('zadd', queue, first[2], first[1], first[4], first[3])
         wake_owner(pub, channel, w.owner)
         return nil
       end
       -- '%.0f': Lua prints a number this large in exponent form.
-      wake_owner(pub, channel, w.owner, w.owner .. ' ' .. string.format('%.0f', next_token(fence)))
+      wake_owner(pub, channel, w.owner, w.owner .. ' ' .. string_format('%.0f', next_token(fence)))
       return w.owner
     end
     if not w and first[3] then
       -- Not a waiter's pair: only the first member was none.
-      redis.call('zadd', queue, first[4], first[3])
+      redis_call('zadd', queue, first[4], first[3])
     end
     first = nil
   end

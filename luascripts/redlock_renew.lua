@@ -19,9 +19,9 @@
 -- Returns 1 when the master holds the lock for owner now (renewed or
 -- taken), 0 when another owner or a lock of another kind holds it, or the
 -- owner is gone.
-local kind = redis.call('type', KEYS[1]).ok
+local kind = redis_call('type', KEYS[1]).ok
 if kind == 'string' then
-  if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  if redis_call('get', KEYS[1]) ~= ARGV[1] then
     return 0
   end
   extend(KEYS[1], ARGV[2])
@@ -32,9 +32,9 @@ end
 if is_gone(KEYS[3], ARGV[1]) then
   return 0
 end
-redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if tonumber(redis.call('get', KEYS[2]) or '0') < tonumber(ARGV[3]) then
-  redis.call('set', KEYS[2], ARGV[3])
+redis_call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if tonumber(redis_call('get', KEYS[2]) or '0') < tonumber(ARGV[3]) then
+  redis_call('set', KEYS[2], ARGV[3])
 end
-redis.call('pexpire', KEYS[2], fence_ttl_ms)
+redis_call('pexpire', KEYS[2], fence_ttl_ms)
 return 1

@@ -54,8 +54,8 @@ if not locked then
   if head then
     pop_head(KEYS[3], ARGV[6], ARGV[5])
   end
-  redis.call('hset', KEYS[1], ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  redis_call('hset', KEYS[1], ARGV[1], 1)
+  redis_call('pexpire', KEYS[1], ARGV[2])
   return {1, next_token(KEYS[2])}
 end
 if not first and holds(KEYS[1], ARGV[1]) then
@@ -64,4 +64,4 @@ if not first and holds(KEYS[1], ARGV[1]) then
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
 local queued = join_queue(KEYS[3], ARGV[1], ARGV[3], ARGV[4], head, grant_hash)
-return queued_reply(held_wait(redis.call('pttl', KEYS[1]), ARGV[1], head), queued)
+return queued_reply(held_wait(redis_call('pttl', KEYS[1]), ARGV[1], head), queued)

@@ -19,6 +19,6 @@
 if not holds(KEYS[1], ARGV[1]) then
   return 0
 end
-redis.call('hset', KEYS[1], ARGV[1], ARGV[3])
+redis_call('hset', KEYS[1], ARGV[1], ARGV[3])
 extend(KEYS[1], ARGV[2])
 return 1

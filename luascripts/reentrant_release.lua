@@ -30,7 +30,7 @@
 record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
 if not ended then
-  if dequeue(KEYS[2], ARGV[1]) and redis.call('exists', KEYS[1]) == 0 then
+  if dequeue(KEYS[2], ARGV[1]) and redis_call('exists', KEYS[1]) == 0 then
     wake_first(KEYS[2], ARGV[3], ARGV[2], 'one')
   end
   return 0
@@ -39,6 +39,6 @@ if ended == 'kept' then
   return 1
 end
 if not hand_on(KEYS[5], KEYS[2], KEYS[1], false, ARGV[3], ARGV[2]) then
-  redis.call(ARGV[3], ARGV[2], 'one')
+  redis_call(ARGV[3], ARGV[2], 'one')
 end
 return 1

@@ -24,14 +24,14 @@
 -- the others, a PTTL too, whose reply comes second (-2 when free; nil when
 -- the key is not a hash, not asked).
 local function lock_state(key)
-  local mode = redis.pcall('hget', key, 'mode')
+  local mode = redis_pcall('hget', key, 'mode')
   if type(mode) == 'string' then
     return mode
   end
   if type(mode) == 'table' then
     return 'foreign' -- WRONGTYPE: a string key, a plain mutex
   end
-  local pttl = redis.call('pttl', key)
+  local pttl = redis_call('pttl', key)
   if pttl == -2 then
     return 'free', pttl
   end
@@ -43,15 +43,15 @@ end
 -- did. O(log n + expired).
 local function purge_readers(lock, readers, now)
   local ended = false
-  for _, dead in ipairs(redis.call('zrangebyscore', readers, '-inf', now)) do
-    redis.call('zrem', readers, dead)
-    redis.call('hdel', lock, dead)
+  for _, dead in ipairs(redis_call('zrangebyscore', readers, '-inf', now)) do
+    redis_call('zrem', readers, dead)
+    redis_call('hdel', lock, dead)
     ended = true
   end
   -- Only a hold ended here can leave the hash with its mode alone: every
   -- script that ends one deletes the lock when none is left.
-  if ended and redis.call('hlen', lock) == 1 then
-    redis.call('del', lock)
+  if ended and redis_call('hlen', lock) == 1 then
+    redis_call('del', lock)
     return true
   end
   return false
@@ -67,7 +67,7 @@ local recorded = 2
 -- lapses.
 local function wait_as_reader(readers, owner, ms, wait)
   ms = tonumber(ms)
-  redis.call('zadd', readers, server_ms() + ms, owner)
+  redis_call('zadd', readers, server_ms() + ms, owner)
   extend(readers, ms)
   local renew = math.floor(ms / 2)
   if wait < 0 or wait > renew then
@@ -92,27 +92,27 @@ end
 -- fence.lua and wake.lua.
 local function admit_readers(lock, readers, fence, pub, channel, fresh)
   local now = server_ms()
-  local waiting = redis.call('zrangebyscore', readers, '(' .. now, '+inf', 'WITHSCORES')
+  local waiting = redis_call('zrangebyscore', readers, '(' .. now, '+inf', 'WITHSCORES')
   if not waiting[1] then
     return false
   end
-  redis.call('hset', lock, 'mode', 'read')
+  redis_call('hset', lock, 'mode', 'read')
   local admitted = {}
   for i = 1, #waiting, 2 do
-    if redis.call('hsetnx', lock, waiting[i], 1) == 1 then
+    if redis_call('hsetnx', lock, waiting[i], 1) == 1 then
       admitted[#admitted + 1] = waiting[i]
     end
   end
   -- Ascending scores: the last is the latest deadline.
   if fresh then
-    redis.call('pexpire', lock, string.format('%d', tonumber(waiting[#waiting]) - now))
+    redis_call('pexpire', lock, string_format('%d', tonumber(waiting[#waiting]) - now))
   else
     extend(lock, tonumber(waiting[#waiting]) - now)
   end
   if admitted[1] then
     local token = next_tokens(fence, #admitted)
     for i, owner in ipairs(admitted) do
-      wake_owner(pub, channel, owner, owner .. ' ' .. string.format('%d', token + i - 1))
+      wake_owner(pub, channel, owner, owner .. ' ' .. string_format('%d', token + i - 1))
     end
   end
   return true

@@ -46,7 +46,7 @@ end
 
 local state, pttl = lock_state(KEYS[1])
 if state == 'foreign' then
-  return {0, pttl or redis.call('pttl', KEYS[1])}
+  return {0, pttl or redis_call('pttl', KEYS[1])}
 end
 
 -- others: how many of the waiting writers' and the gone owners' keys
@@ -54,15 +54,15 @@ end
 -- questions: does a live writer wait, and is this owner gone.
 local admit, writers, others
 if state == 'write' then
-  admit = ARGV[7] ~= '' and redis.call('hexists', KEYS[1], ARGV[7]) == 1
+  admit = ARGV[7] ~= '' and redis_call('hexists', KEYS[1], ARGV[7]) == 1
 else
-  others = redis.call('exists', KEYS[3], KEYS[5])
+  others = redis_call('exists', KEYS[3], KEYS[5])
   if others > 0 then
     writers = writers_wait(KEYS[3])
   end
   admit = not writers
 end
-if writers and state == 'read' and ARGV[3] ~= '0' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+if writers and state == 'read' and ARGV[3] ~= '0' and redis_call('hexists', KEYS[1], ARGV[1]) == 1 then
   -- A writer's release let this reader, waiting, in (rw.lua,
   -- admit_readers): it takes its hold up, as it does when the wake-up that
   -- handed it the hold was missed or not trusted. (Only an RLock waits: an
@@ -77,7 +77,7 @@ if not admit then
     -- died (heartbeats also purge the dead and wake the readers).
     wait = writers - server_ms()
   else
-    wait = redis.call('pttl', KEYS[1])
+    wait = redis_call('pttl', KEYS[1])
   end
   if ARGV[3] == '0' or is_gone(KEYS[5], ARGV[1]) then
     return {0, wait}
@@ -90,20 +90,20 @@ end
 if state == 'write' then
   -- A writer a release handed the lock to holds a hash without a mode:
   -- name it, so that its release leaves the lock read-locked.
-  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2], 'GT')
+  redis_call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
+  redis_call('pexpire', KEYS[1], ARGV[2], 'GT')
 elseif state == 'read' then
-  redis.call('hset', KEYS[1], ARGV[1], 1)
+  redis_call('hset', KEYS[1], ARGV[1], 1)
   -- A held lock has an expiry: every script that makes one gives it one.
-  redis.call('pexpire', KEYS[1], ARGV[2], 'GT')
+  redis_call('pexpire', KEYS[1], ARGV[2], 'GT')
 else
-  redis.call('hset', KEYS[1], 'mode', 'read', ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  redis_call('hset', KEYS[1], 'mode', 'read', ARGV[1], 1)
+  redis_call('pexpire', KEYS[1], ARGV[2])
 end
-redis.call('zadd', KEYS[4], server_ms() + tonumber(ARGV[2]), ARGV[1])
+redis_call('zadd', KEYS[4], server_ms() + tonumber(ARGV[2]), ARGV[1])
 if state == 'read' then
   -- Read-locked, the lock has readers, whose deadlines' key has an expiry.
-  redis.call('pexpire', KEYS[4], ARGV[2], 'GT')
+  redis_call('pexpire', KEYS[4], ARGV[2], 'GT')
 else
   extend(KEYS[4], ARGV[2])
 end

@@ -19,12 +19,12 @@
 if not holds(KEYS[1], ARGV[1]) then
   return 0
 end
-redis.call('hset', KEYS[1], ARGV[1], ARGV[3])
-local deadline = redis.call('zscore', KEYS[2], ARGV[1])
+redis_call('hset', KEYS[1], ARGV[1], ARGV[3])
+local deadline = redis_call('zscore', KEYS[2], ARGV[1])
 if deadline then
   local later = server_ms() + tonumber(ARGV[2])
   if later > tonumber(deadline) then
-    redis.call('zadd', KEYS[2], later, ARGV[1])
+    redis_call('zadd', KEYS[2], later, ARGV[1])
   end
   extend(KEYS[2], ARGV[2])
 end

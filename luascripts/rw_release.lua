@@ -36,11 +36,11 @@
 record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 local ended = end_holds(KEYS[1], ARGV[1], ARGV[4])
 if not ended then
-  redis.call('zrem', KEYS[3], ARGV[1]) -- a waiting reader's record
+  redis_call('zrem', KEYS[3], ARGV[1]) -- a waiting reader's record
   if dequeue(KEYS[2], ARGV[1]) then
-    if redis.call('exists', KEYS[2]) == 0 then
-      redis.call(ARGV[3], ARGV[2], 'unqueued') -- readers held back by this writer may enter
-    elseif redis.call('exists', KEYS[1]) == 0 then
+    if redis_call('exists', KEYS[2]) == 0 then
+      redis_call(ARGV[3], ARGV[2], 'unqueued') -- readers held back by this writer may enter
+    elseif redis_call('exists', KEYS[1]) == 0 then
       wake_first(KEYS[2], ARGV[3], ARGV[2]) -- the writer first now
     end
   end
@@ -49,28 +49,28 @@ end
 if ended == 'kept' then
   return 1
 end
-local reader = redis.call('zrem', KEYS[3], ARGV[1]) == 1
-if redis.call('hlen', KEYS[1]) <= 1 then
+local reader = redis_call('zrem', KEYS[3], ARGV[1]) == 1
+if redis_call('hlen', KEYS[1]) <= 1 then
   -- No holder is left (the mode alone, or nothing). A writer's release
   -- lets the readers waiting now in before the next writer, and hands
   -- them their holds (rw.lua, admit_readers). Else the
   -- first waiting writer takes the lock now, and no reader may enter
   -- before it (direct handoff: queue.lua, hand_on). With no writer
   -- waiting, wake every waiter: the readers may all enter.
-  redis.call('del', KEYS[1])
+  redis_call('del', KEYS[1])
   if not reader and admit_readers(KEYS[1], KEYS[3], KEYS[5], ARGV[3], ARGV[2], true) then
     return 1
   end
   if not hand_on(KEYS[5], KEYS[2], KEYS[1], false, ARGV[3], ARGV[2]) then
-    redis.call(ARGV[3], ARGV[2], '')
+    redis_call(ARGV[3], ARGV[2], '')
   end
   return 1
 end
-if not reader and redis.call('hget', KEYS[1], 'mode') == 'write' then
+if not reader and redis_call('hget', KEYS[1], 'mode') == 'write' then
   -- The writer left readers of its own chain (a downgrade): the lock is
   -- read-locked now, and the readers waiting join them, handed their
   -- holds (rw.lua, admit_readers); others may join while no writer waits.
-  redis.call('hset', KEYS[1], 'mode', 'read')
+  redis_call('hset', KEYS[1], 'mode', 'read')
   admit_readers(KEYS[1], KEYS[3], KEYS[5], ARGV[3], ARGV[2], false)
 end
 return 1

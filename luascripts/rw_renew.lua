@@ -13,13 +13,13 @@
 if not holds(KEYS[1], ARGV[1]) then
   return 0
 end
-local deadline = redis.call('zscore', KEYS[2], ARGV[1])
+local deadline = redis_call('zscore', KEYS[2], ARGV[1])
 if deadline then
   local now = server_ms()
   if tonumber(deadline) <= now then
     return 0 -- its deadline passed: another operation may purge it now
   end
-  redis.call('zadd', KEYS[2], 'GT', now + tonumber(ARGV[2]), ARGV[1]) -- never earlier
+  redis_call('zadd', KEYS[2], 'GT', now + tonumber(ARGV[2]), ARGV[1]) -- never earlier
   extend(KEYS[2], ARGV[2])
 end
 extend(KEYS[1], ARGV[2])

@@ -39,13 +39,13 @@ if is_gone(KEYS[5], ARGV[1]) then
 end
 local state, wait = lock_state(KEYS[1])
 if state == 'foreign' then
-  return {0, wait or redis.call('pttl', KEYS[1])}
+  return {0, wait or redis_call('pttl', KEYS[1])}
 end
 if state == 'write' and holds(KEYS[1], ARGV[1]) then
   -- A release handed the lock to this owner, a waiting writer (an owner
   -- id is new to each Lock: a re-entry does not come here). The grant
   -- has no mode (rw_release): name it.
-  redis.call('hset', KEYS[1], 'mode', 'write')
+  redis_call('hset', KEYS[1], 'mode', 'write')
   return take_up(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[6], ARGV[5])
 end
 local now = server_ms()
@@ -59,8 +59,8 @@ if free and (not head or head.owner == ARGV[1]) then
   if head then
     pop_head(KEYS[3], ARGV[6], ARGV[5])
   end
-  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  redis_call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
+  redis_call('pexpire', KEYS[1], ARGV[2])
   return {1, next_token(KEYS[2])}
 end
 
@@ -71,14 +71,14 @@ if free then
   wake_owner(ARGV[6], ARGV[5], head.owner)
   return queued_reply(behind_wait(head), queued)
 end
-wait = redis.call('pttl', KEYS[1])
+wait = redis_call('pttl', KEYS[1])
 if state == 'read' then
   -- The first reader's deadline is to come: purge_readers ended the holds
   -- whose deadline passed. A write-locked lock's readers are its writer's
   -- chain's, and dead ones among them keep nobody out before the writer's
   -- release, which wakes the waiters: their deadlines bound nothing (and
   -- a passed one would make the wait negative, a reply code).
-  local first = redis.call('zrange', KEYS[4], 0, 0, 'WITHSCORES')
+  local first = redis_call('zrange', KEYS[4], 0, 0, 'WITHSCORES')
   if first[2] then
     wait = math.min(wait, tonumber(first[2]) - now)
   end

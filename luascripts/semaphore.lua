@@ -4,20 +4,20 @@
 -- A semaphore is these keys under its name's hash tag:
 --   the lock (a hash): "size" -> the size its permits are held under,
 --     "used" -> how many are held, each holder's owner id -> "n token"
---     (its permits and its grant's fencing token), "want:" owner id ->
---     n for each of its queued waiters, and "keep" -> a server time (ms)
---     before which neither the hash nor the holders' zset can expire
---     (outlast);
+--     (its permits and its grant's fencing token), and "keep" -> a
+--     server time (ms) before which neither the hash nor the holders'
+--     zset can expire (outlast);
 --   the holders' expiries (the lock's "readers" key; a zset: owner id ->
 --     server time, ms), which their watchdogs push forward;
 --   the queue (queue.lua), in arrival order, which waiters of the kinds
---     sharing the name share.
+--     sharing the name share: a semaphore's waiter's record says the
+--     permits it waits for (its grant, "permits" n).
 -- Field names without a ':' cannot be owner ids, which are "client:seq".
 -- The hash and the holders' zset go when the last permit is given back
 -- with nobody queued, so that a semaphore nobody uses leaves no key but
 -- its fence, and the next caller's size holds.
 
-local size_field, used_field, keep_field, want_prefix = 'size', 'used', 'keep', 'want:'
+local size_field, used_field, keep_field = 'size', 'used', 'keep'
 
 -- Numbers go to redis.call as strings where that is free ('0', a
 -- decimal string read or passed in), or printed with '%d': Redis's Lua
@@ -29,14 +29,14 @@ local size_field, used_field, keep_field, want_prefix = 'size', 'used', 'keep', 
 -- milliseconds, in one command: unlike the keys extend (time.lua) takes,
 -- these always have an expiry, set by the script that creates them.
 local function lengthen(key, ms)
-  redis.call('pexpire', key, ms, 'GT')
+  redis_call('pexpire', key, ms, 'GT')
 end
 
 -- Returns the permits and the token (decimal strings) of a holder's field,
 -- "n token": cut at its space by a plain find, cheaper than a pattern.
 local function holding(v)
-  local space = string.find(v, ' ', 1, true)
-  return string.sub(v, 1, space - 1), string.sub(v, space + 1)
+  local space = string_find(v, ' ', 1, true)
+  return string_sub(v, 1, space - 1), string_sub(v, space + 1)
 end
 
 -- The hash's writes of one script, deferred to its end (flush), so that
@@ -57,16 +57,16 @@ local writes_max = 1000
 -- Writes w's pending fields to the hash lock, and forgets them.
 local function flush(lock, w)
   if #w.dels > 0 then
-    redis.call('hdel', lock, unpack(w.dels))
+    redis_call('hdel', lock, unpack_list(w.dels))
     w.dels = {}
   end
   if w.moved then
     w.sets[#w.sets + 1] = keep_field
-    w.sets[#w.sets + 1] = string.format('%d', w.keep)
+    w.sets[#w.sets + 1] = string_format('%d', w.keep)
     w.moved = false
   end
   if #w.sets > 0 then
-    redis.call('hset', lock, unpack(w.sets))
+    redis_call('hset', lock, unpack_list(w.sets))
     w.sets = {}
   end
 end
@@ -117,17 +117,17 @@ end
 local function grant(lock, fence, holders, owner, n, ms, expiry, fresh, held, w)
   local token = next_token_string(fence)
   write_field(lock, w, owner, n .. ' ' .. token)
-  redis.call('zadd', holders, expiry or string.format('%d', server_ms() + ms), owner)
+  redis_call('zadd', holders, expiry or string_format('%d', server_ms() + ms), owner)
   if fresh then
     w.keep, w.moved = server_ms() + ms, true
     flush(lock, w)
-    redis.call('pexpire', lock, ms)
-    redis.call('pexpire', holders, ms)
+    redis_call('pexpire', lock, ms)
+    redis_call('pexpire', holders, ms)
     return token
   end
   if held == 0 then
     -- The holders' zset goes with the hash, never before it (outlast).
-    redis.call('pexpire', holders, math.max(ms, redis.call('pttl', lock)))
+    redis_call('pexpire', holders, math_max(ms, redis_call('pttl', lock)))
   end
   outlast(lock, holders, w, ms)
   return token
@@ -147,7 +147,7 @@ local function purge(lock, holders, used, earliest)
   end
   local dead
   if earliest then
-    local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
+    local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
     if not first[2] then
       return used, false
     end
@@ -155,21 +155,21 @@ local function purge(lock, holders, used, earliest)
     if expiry > server_ms() then
       return used, expiry
     end
-    dead = redis.call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
+    dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
   else
-    dead = redis.call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
+    dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
     if not dead[1] then
       return used, nil
     end
   end
   for _, owner in ipairs(dead) do
-    local v = redis.call('hget', lock, owner)
+    local v = redis_call('hget', lock, owner)
     if v then
       used = used - holding(v)
-      redis.call('hdel', lock, owner)
+      redis_call('hdel', lock, owner)
     end
   end
-  redis.call('zrem', holders, unpack(dead))
+  redis_call('zrem', holders, unpack_list(dead))
   return used, nil
 end
 
@@ -178,16 +178,17 @@ end
 -- is left of its deadline (a granted waiter that died holds its permits no
 -- longer than its waiter timeout) and woken with "owner token"; except
 -- self, the caller's own owner, asking for self_n, whose reply says so.
--- Purges the dead waiters it meets (queue.lua, queue_head) and their
--- wants. Stops at the first live waiter that does not fit, so that no
--- waiter is overtaken by later ones asking for fewer; one whose want is
--- unknown, or larger than size (it asked under another size), or a waiter
--- of another kind sharing the name, is woken by name to ask again with an
--- attempt, which says. With every permit held, a semaphore's waiter cannot
--- fit whatever it wants, so its want is not read, nor is it woken: the
--- next change, a release or a holder's expiry, serves the queue again,
--- and wakes it then if it must ask again. A release (self nil) stops
--- there without looking at the next waiter. self_n is a decimal string.
+-- Purges the dead waiters it meets (queue.lua, queue_head). Stops at the
+-- first live waiter that does not fit, so that no waiter is overtaken by
+-- later ones asking for fewer; one whose want is unknown (a record
+-- without it), or larger than size (it asked under another size), or a
+-- waiter of another kind sharing the name, is woken by name to ask again
+-- with an attempt, which says. With every permit held, a semaphore's
+-- waiter cannot fit whatever it wants, so it is not woken: the next
+-- change, a release or a holder's expiry, serves the queue again, and
+-- wakes it then if it must ask again. A release (self nil) stops there
+-- without looking at the next waiter. self_n is a decimal string; a
+-- waiter's want is its record's (queue.lua, waiter: permits).
 -- The hash's writes go through w (writes), which the caller flushes.
 -- Returns the permits held now, the live waiter left first (a queue.lua
 -- waiter table, or nil: none, or, for a release, not looked for once
@@ -195,14 +196,11 @@ end
 local function serve(lock, fence, queue, holders, size, used, pub, channel, self, self_n, w)
   local now = server_ms()
   local mine
-  local function forget(owner)
-    delete_field(lock, w, want_prefix .. owner)
-  end
   while true do
     if used >= size and not self then
       return used, nil, mine
     end
-    local head = queue_head(queue, forget)
+    local head = queue_head(queue)
     if not head then
       return used, nil, mine
     end
@@ -211,7 +209,7 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
       if head.grant == grant_permits and used >= size then
         return used, head, mine
       end
-      n = head.grant == grant_permits and redis.call('hget', lock, want_prefix .. head.owner)
+      n = head.grant == grant_permits and head.permits ~= '' and head.permits
     end
     local want = n and n + 0
     if not want or want > size then
@@ -222,7 +220,6 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
       return used, head, mine
     end
     pop_head(queue)
-    forget(head.owner)
     local token = grant(lock, fence, holders, head.owner, n, head.deadline - now, head.deadline_string, false, used, w)
     used = used + want
     if head.owner == self then
@@ -239,12 +236,12 @@ end
 -- instead: it is free, and the next caller's size holds.
 local function settle(lock, holders, used, head, size, w)
   if used == 0 and not head then
-    redis.call('del', lock, holders)
+    redis_call('del', lock, holders)
     return
   end
-  write_field(lock, w, used_field, used)
+  write_field(lock, w, used_field, string_format('%d', used))
   if size then
-    write_field(lock, w, size_field, size)
+    write_field(lock, w, size_field, string_format('%d', size))
   end
   flush(lock, w)
 end
@@ -259,14 +256,14 @@ local function wait_for(holders, owner, head, earliest)
   local now = server_ms()
   local wait = -1
   if earliest == nil then
-    local first = redis.call('zrange', holders, '0', '0', 'WITHSCORES')
+    local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
     earliest = first[2] and first[2] + 0
   end
   if earliest then
-    wait = math.max(earliest - now, 0)
+    wait = math_max(earliest - now, 0)
   end
   if head and head.owner ~= owner then
-    local left = math.max(head.deadline - now, 0)
+    local left = math_max(head.deadline - now, 0)
     if wait < 0 or left < wait then
       wait = left
     end

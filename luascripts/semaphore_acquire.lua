@@ -41,39 +41,39 @@ local n, size = ARGV[9] + 0, ARGV[10] + 0
 -- the three exist, in binary. Nobody gone, nobody queued and no semaphore
 -- (the uncontended case) costs that EXISTS alone: fresh, with nothing to
 -- read.
-local seen = redis.call('exists', gone, queue, queue, lock, lock, lock, lock)
+local seen = redis_call('exists', gone, queue, queue, lock, lock, lock, lock)
 local queued_any = seen % 4 >= 2
 local v, fresh = {}, true
 if seen > 0 then
-  v = redis.pcall('hmget', lock, size_field, used_field, owner, keep_field)
+  v = redis_pcall('hmget', lock, size_field, used_field, owner, keep_field)
   if v.err then
     -- Another kind's lock (a string) has the name: wait for its expiry
     -- (-1: none, -2: gone already, as the reply codes say).
-    return {0, redis.call('pttl', lock)}
+    return {0, redis_call('pttl', lock)}
   end
   if v[1] then
     fresh = false
   elseif seen >= 4 then
     -- Another kind's lock (a hash without a size) has the name.
-    return {0, redis.call('pttl', lock)}
+    return {0, redis_call('pttl', lock)}
   end
   if seen % 2 == 1 and is_gone(gone, owner) then
     return {0, -1}
   end
 end
-local expiry = v[3] and tonumber(redis.call('zscore', holders, owner))
+local expiry = v[3] and tonumber(redis_call('zscore', holders, owner))
 if expiry and expiry > server_ms() then
   -- A release handed permits to this owner, a queued waiter: its lease
   -- from now on. (A grant that expired is purged below.)
   local _, token = holding(v[3])
-  redis.call('zadd', holders, server_ms() + ms, owner)
+  redis_call('zadd', holders, server_ms() + ms, owner)
   lengthen(lock, ms)
   lengthen(holders, ms)
   if expiry > server_ms() + ms then
     -- The first waiter may be sleeping until the grant's expiry.
     wake_head(queue, pub, channel)
   end
-  return {1, tonumber(token)}
+  return {1, token + 0}
 end
 local w = writes(v[4])
 local stored = (v[2] or 0) + 0
@@ -96,30 +96,29 @@ if queued_any then
 end
 if mine then
   settle(lock, holders, used, head, resize, w)
-  return {1, tonumber(mine)}
+  return {1, mine + 0}
 end
 if not head and used + n <= size then
-  write_field(lock, w, used_field, used + n)
+  write_field(lock, w, used_field, string_format('%d', used + n))
   if resize then
-    write_field(lock, w, size_field, size)
+    write_field(lock, w, size_field, ARGV[10])
   end
   local token = grant(lock, fence, holders, owner, ARGV[9], ms, nil, fresh, used, w)
   flush(lock, w)
-  return {1, tonumber(token)}
+  return {1, token + 0}
 end
 
 local queued = 0
 if ARGV[3] ~= '0' then
   queued = 1
-  enqueue(queue, owner, ARGV[4], head, grant_permits)
-  write_field(lock, w, want_prefix .. owner, ARGV[9])
+  enqueue(queue, owner, ARGV[4], head, grant_permits .. ARGV[9])
   if used ~= stored or resize then
-    write_field(lock, w, used_field, used)
-    write_field(lock, w, size_field, size)
+    write_field(lock, w, used_field, string_format('%d', used))
+    write_field(lock, w, size_field, ARGV[10])
   end
   if fresh then
     flush(lock, w)
-    redis.call('pexpire', lock, ARGV[4])
+    redis_call('pexpire', lock, ARGV[4])
   else
     outlast(lock, holders, w, ARGV[4])
     flush(lock, w)
@@ -130,7 +129,7 @@ if ARGV[3] ~= '0' then
 elseif used ~= stored or resize then
   settle(lock, holders, used, head, resize, w)
 else
-  -- Dead waiters purged (serve): their wants go.
+  -- Waiters granted (serve) as many permits as expired holders freed.
   flush(lock, w)
 end
 return queued_reply(wait_for(holders, owner, head, earliest), queued)

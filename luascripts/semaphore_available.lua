@@ -17,12 +17,12 @@
 -- lock has the name.
 local lock, fence, queue, holders = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local size = tonumber(ARGV[3])
-local v = redis.pcall('hmget', lock, size_field, used_field, keep_field)
+local v = redis_pcall('hmget', lock, size_field, used_field, keep_field)
 if v.err then
   return 0
 end
 if not v[1] then
-  return redis.call('exists', lock) == 1 and 0 or size
+  return redis_call('exists', lock) == 1 and 0 or size
 end
 local held = tonumber(v[2]) or 0
 local used = purge(lock, holders, held)

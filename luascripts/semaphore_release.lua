@@ -23,7 +23,7 @@
 local lock, queue, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
 record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
-local v = redis.pcall('hmget', lock, owner, size_field, used_field, keep_field)
+local v = redis_pcall('hmget', lock, owner, size_field, used_field, keep_field)
 if v.err then
   -- Another kind's lock (a string) has the name.
   return 0
@@ -34,16 +34,14 @@ local w = writes(v[4])
 if v[1] then
   used = used - holding(v[1])
   released = 1
-  if used == 0 and redis.call('exists', queue) == 0 then
+  if used == 0 and redis_call('exists', queue) == 0 then
     -- The last permit back, nobody queued: the common case, one DEL.
-    redis.call('del', lock, holders)
+    redis_call('del', lock, holders)
     return released
   end
   delete_field(lock, w, owner)
-  redis.call('zrem', holders, owner)
-elseif dequeue(queue, owner) then
-  delete_field(lock, w, want_prefix .. owner)
-else
+  redis_call('zrem', holders, owner)
+elseif not dequeue(queue, owner) then
   return 0
 end
 if not v[2] then

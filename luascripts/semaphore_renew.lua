@@ -10,12 +10,12 @@
 -- ARGV[2]  lease, milliseconds
 --
 -- Returns 1 when renewed, 0 when the owner no longer holds its permits.
-local expiry = redis.call('zscore', KEYS[2], ARGV[1])
+local expiry = redis_call('zscore', KEYS[2], ARGV[1])
 if not expiry or tonumber(expiry) <= server_ms() then
   return 0
 end
-redis.call('zadd', KEYS[2], 'GT', server_ms() + tonumber(ARGV[2]), ARGV[1])
+redis_call('zadd', KEYS[2], 'GT', server_ms() + tonumber(ARGV[2]), ARGV[1])
 -- Both keys have an expiry (see semaphore.lua, lengthen).
-redis.call('pexpire', KEYS[2], ARGV[2], 'GT')
-redis.call('pexpire', KEYS[1], ARGV[2], 'GT')
+redis_call('pexpire', KEYS[2], ARGV[2], 'GT')
+redis_call('pexpire', KEYS[1], ARGV[2], 'GT')
 return 1

@@ -31,6 +31,48 @@ func (k lockKeys) semAttemptFor(t *testing.T, rc rueidis.Client, owner string, n
 	return v
 }
 
+// dropWant makes owner's record in k's queue say no want, as a semaphore
+// waiter's record these scripts did not write would.
+func (k lockKeys) dropWant(t *testing.T, rc rueidis.Client, owner string) {
+	t.Helper()
+	ctx := t.Context()
+	arrival, err := rc.Do(ctx, rc.B().Zscore().Key(k.queue).Member(owner).Build()).ToString()
+	require.NoError(t, err)
+	pair, err := rc.Do(ctx, rc.B().Zrange().Key(k.queue).Min(arrival).Max(arrival).Byscore().Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Len(t, pair, 2)
+	record := strings.TrimRight(pair[1], "0123456789")
+	require.True(t, strings.HasSuffix(record, " permits"), "record %q", pair[1])
+	require.NoError(t, rc.Do(ctx, rc.B().Zrem().Key(k.queue).Member(pair[1]).Build()).Error())
+	require.NoError(t, rc.Do(ctx, rc.B().Zadd().Key(k.queue).ScoreMember().ScoreMember(mustFloat(t, arrival), record).Build()).Error())
+}
+
+// mustFloat parses s, a score Redis printed.
+func mustFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(s, 64)
+	require.NoError(t, err)
+	return f
+}
+
+// A semaphore's waiter's record says the permits it waits for: a release
+// reads them with the waiter, and nothing else of the semaphore holds
+// them.
+func TestSemaphoreWaiterRecordHoldsItsWant(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttempt(t, rc, "h:1", "1", 3, 4)[0])
+	require.Equal(t, int64(0), k.semAttempt(t, rc, "a:1", "1", 2, 4)[0])
+	require.Equal(t, int64(0), k.semAttempt(t, rc, "a:1", "1", 2, 4)[0], "a later attempt keeps the want")
+	ws := k.waiters(t, rc)
+	require.Len(t, ws, 1)
+	assert.Equal(t, luascripts.GrantPermits, ws[0].Grant)
+	assert.Equal(t, int64(2), ws[0].Permits)
+	fields, err := rc.Do(t.Context(), rc.B().Hkeys().Key(k.lock).Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"size", "used", "keep", "h:1"}, fields, "the hash holds the holders and its own fields")
+}
+
 // A release hands the permits it frees to the waiters at the head of the
 // queue that fit, in order, and stops at the first that does not: the
 // waiters behind it, for fewer, stay queued.
@@ -57,7 +99,7 @@ func TestSemaphoreReleaseServesTheHeadInOrder(t *testing.T) {
 }
 
 // A force unlock of a semaphore tells each holder it lost its permits, by
-// name, and no waiter: a queued waiter's "want:" field is no holder.
+// name, and no waiter: a queued waiter holds nothing.
 func TestSemaphoreForceUnlockTellsHoldersOnly(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	k := keysFor(t, rc)
@@ -71,10 +113,10 @@ func TestSemaphoreForceUnlockTellsHoldersOnly(t *testing.T) {
 	assert.Equal(t, int64(3), commandStats(t, rc)["publish"], "the broadcast and one notice per holder, none for the waiter")
 }
 
-// A holder whose client label begins with "want:" (labels may hold a ':')
-// is told of a force unlock like any other: only a semaphore's hash has
-// waiters' "want:" fields.
-func TestForceUnlockTellsAHolderLabelledWant(t *testing.T) {
+// A holder is told of a force unlock whatever its client label holds
+// (labels may hold a ':'): every field of a lock's hash with a ':' is a
+// holder.
+func TestForceUnlockTellsAHolderWhateverItsLabel(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	k := keysFor(t, rc)
 	require.NoError(t, rc.Do(t.Context(), rc.B().Hset().Key(k.lock).FieldValue().FieldValue("want:pod@x:1", "1").Build()).Error())
@@ -130,16 +172,15 @@ func TestSemaphoreHoldersMadeByAGrantExpireWithTheHash(t *testing.T) {
 	assert.GreaterOrEqual(t, holders, lock, "the holders' expiries go with the hash, never before it")
 }
 
-// With every permit held, an attempt does not look at what the first
-// waiter wants; a release that frees a permit does, and wakes a first
-// waiter whose want is unknown to ask again, by name, while the waiters
+// A release that frees a permit wakes a first waiter whose want is
+// unknown (its record says none) to ask again, by name, while the waiters
 // behind it, which would fit, stay behind it.
 func TestSemaphoreReleaseWakesAnUnknownFirstWaiter(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	k := keysFor(t, rc)
 	require.Equal(t, int64(1), k.semAttempt(t, rc, "h", "1", 2, 2)[0])
 	require.Equal(t, int64(0), k.semAttempt(t, rc, "a", "1", 1, 2)[0])
-	require.NoError(t, rc.Do(t.Context(), rc.B().Hdel().Key(k.lock).Field("want:a").Build()).Error())
+	k.dropWant(t, rc, "a")
 	require.Equal(t, int64(0), k.semAttempt(t, rc, "b", "1", 1, 2)[0])
 	require.NoError(t, rc.Do(t.Context(), rc.B().ConfigResetstat().Build()).Error())
 	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))

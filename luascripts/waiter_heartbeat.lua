@@ -24,11 +24,11 @@
 -- Returns 1 when extended, 0 when the owner is no longer waiting (it was
 -- purged, or it acquired).
 local head, purged = queue_head(KEYS[2])
-if purged and redis.call('exists', KEYS[1]) == 0 then
+if purged and redis_call('exists', KEYS[1]) == 0 then
   if head then
     wake_owner(ARGV[4], ARGV[3], head.owner)
   else
-    redis.call(ARGV[4], ARGV[3], '')
+    redis_call(ARGV[4], ARGV[3], '')
   end
 end
 local w = head
@@ -41,7 +41,7 @@ end
 if w.deadline <= server_ms() then
   -- Its deadline passed: it is purged, as it would be when first.
   local arrival = arrival_of(KEYS[2], w)
-  redis.call('zremrangebyscore', KEYS[2], arrival, arrival)
+  redis_call('zremrangebyscore', KEYS[2], arrival, arrival)
   return 0
 end
 renew_waiter(KEYS[2], w, ARGV[2])

@@ -9,18 +9,22 @@
 
 -- Returns the channel of owner's client for the lock whose channel is
 -- channel; the lock's channel itself for an owner id without a client id.
+-- The last ':' is looked for from the end, byte by byte: it is a few
+-- bytes from there (the sequence number), and a pattern ('^(.*):') would
+-- scan the whole id and back.
 local function owner_channel(channel, owner)
-  local client = string.match(owner, '^(.*):')
-  if not client then
-    return channel
+  for i = #owner, 1, -1 do
+    if string_byte(owner, i) == 58 then -- ':'
+      return channel .. ':' .. string_sub(owner, 1, i - 1)
+    end
   end
-  return channel .. ':' .. client
+  return channel
 end
 
 -- Publishes payload (the owner id when nil: "try now"; "owner token" for a
 -- hand-over) with command pub on the channel of owner's client.
 local function wake_owner(pub, channel, owner, payload)
-  redis.call(pub, owner_channel(channel, owner), payload or owner)
+  redis_call(pub, owner_channel(channel, owner), payload or owner)
 end
 
 -- Tells owner's client that owner's hold ended by another's call: the loss
@@ -28,5 +32,5 @@ end
 -- client hears its notices through one pattern subscription, which sharded
 -- pub/sub lacks, and a notice is rare enough to go to every node.
 local function tell_lost(channel, owner)
-  redis.call('publish', owner_channel(channel, owner), 'lost ' .. owner)
+  redis_call('publish', owner_channel(channel, owner), 'lost ' .. owner)
 end

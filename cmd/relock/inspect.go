@@ -256,7 +256,7 @@ func interpret(prefix, name string, k luascripts.Keys, raw *rawState) *lockState
 		// starving waiters).
 		st.Queue, st.Counts.Queue = queued(raw.queue, raw.now)
 	}
-	st.addSemaphore(raw.semaphore, raw.now)
+	st.addSemaphore(raw.semaphore, raw.queue, raw.now)
 	st.Truncated = int64(len(st.Holders)) < st.Counts.Holders ||
 		int64(len(st.Readers)) < st.Counts.Readers ||
 		int64(len(st.Queue)) < st.Counts.Queue ||
@@ -359,16 +359,22 @@ func queued(k rawKey, now int64) ([]deadline, int64) {
 	if !k.exists() {
 		return ds, 0
 	}
+	for _, w := range luascripts.ParseQueue(queueMembers(k)) {
+		left := w.DeadlineMs - now
+		ds = append(ds, deadline{Owner: w.Owner, Label: labelOf(w.Owner), RemainingMs: &left})
+	}
+	return ds, max(k.size, 0)
+}
+
+// queueMembers returns the members of a queue key, in arrival order: the
+// waiters' pairs, cut at the limit.
+func queueMembers(k rawKey) []string {
 	members := make([]string, 0, len(k.entries))
 	for _, e := range k.entries {
 		m, _ := e.ToString()
 		members = append(members, m)
 	}
-	for _, w := range luascripts.ParseQueue(members) {
-		left := w.DeadlineMs - now
-		ds = append(ds, deadline{Owner: w.Owner, Label: labelOf(w.Owner), RemainingMs: &left})
-	}
-	return ds, max(k.size, 0)
+	return members
 }
 
 // readLockState reads the state of lock name under prefix: the keys in
@@ -422,8 +428,9 @@ the client's.
 
 The kind is inferred from the layout: a string is a mutex; a hash with field
 "mode" a read-write lock (the mode is not an owner); a hash with field
-"size" a semaphore (with "used", its holders and what its waiters want;
-its holders' expiries are in the readers key); another hash a
+"size" a semaphore (with "used" and its holders; its holders' expiries
+are in the readers key, what its waiters want in their queue records);
+another hash a
 reentrant or a fair lock, which look alike (both are then named: a
 reentrant lock's starving waiters queue as a fair lock's do). Shown: the
 holders with their hold counts, a read-write lock's mode, its readers' and

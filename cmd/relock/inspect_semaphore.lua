@@ -1,15 +1,14 @@
 -- inspect_semaphore: a fragment, not a script: prepended to inspect.lua,
 -- which calls semaphore_of on the lock and the holders' expiries. Reads a
 -- semaphore's hash (see luascripts/semaphore.lua: "size", "used",
--- "keep", owner id -> "permits token", "want:" owner id -> permits
--- wanted) without changing anything.
+-- "keep", owner id -> "permits token") without changing anything; what
+-- its waiters want is in their queue records (luascripts/queue.lua).
 
 -- Returns false when lock is not a semaphore (not a hash with a "size"
--- field); else {size, used, holders, held, waiters, wants}: holders and
--- waiters count the holder and "want:" fields; held is flat owner,
--- "permits token", expiry (the score in the holders' zset, or false)
--- triples and wants flat owner, permits pairs, each cut at limit owners.
--- Fields without a ':' are the semaphore's own: owner ids hold one.
+-- field); else {size, used, holders, held}: holders counts the holder
+-- fields; held is flat owner, "permits token", expiry (the score in the
+-- holders' zset, or false) triples, cut at limit owners. Fields without
+-- a ':' are the semaphore's own: owner ids hold one.
 local function semaphore_of(lock, holders, limit)
   if redis.call('type', lock).ok ~= 'hash' then
     return false
@@ -18,18 +17,11 @@ local function semaphore_of(lock, holders, limit)
   if not v[1] then
     return false
   end
-  local held, wants, nheld, nwants = {}, {}, 0, 0
+  local held, nheld = {}, 0
   local all = redis.call('hgetall', lock)
   for i = 1, #all, 2 do
     local field, value = all[i], all[i + 1]
-    local waiter = string.match(field, '^want:(.*)$')
-    if waiter then
-      nwants = nwants + 1
-      if nwants <= limit then
-        wants[#wants + 1] = waiter
-        wants[#wants + 1] = value
-      end
-    elseif string.find(field, ':', 1, true) then
+    if string.find(field, ':', 1, true) then
       nheld = nheld + 1
       if nheld <= limit then
         held[#held + 1] = field
@@ -38,6 +30,5 @@ local function semaphore_of(lock, holders, limit)
       end
     end
   end
-  return {v[1], v[2] or '0', nheld, held, nwants, wants}
+  return {v[1], v[2] or '0', nheld, held}
 end
-

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relockgo/relock/luascripts"
 )
 
 // kindSemaphore is the semaphore's kind, as inspect and list name it.
@@ -18,10 +20,9 @@ var inspectSemaphoreSource string
 
 // rawSemaphore is a semaphore as inspect_semaphore.lua describes it.
 type rawSemaphore struct {
-	size, used       int64
-	holders, waiters int64            // full counts
-	held             []rawPermits     // cut at the limit
-	wants            map[string]int64 // waiter → permits wanted, cut at the limit
+	size, used int64
+	holders    int64        // full count
+	held       []rawPermits // cut at the limit
 }
 
 // rawPermits is one holding of a semaphore's permits.
@@ -40,15 +41,13 @@ func parseSemaphore(m rueidis.RedisMessage) (*rawSemaphore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(f) != 6 {
-		return nil, fmt.Errorf("%d fields, want 6", len(f))
+	if len(f) != 4 {
+		return nil, fmt.Errorf("%d fields, want 4", len(f))
 	}
-	s := &rawSemaphore{wants: map[string]int64{}}
-	for i, dst := range []*int64{&s.size, &s.used, &s.holders, nil, &s.waiters} {
-		if dst != nil {
-			if *dst, err = f[i].AsInt64(); err != nil {
-				return nil, err
-			}
+	s := &rawSemaphore{}
+	for i, dst := range []*int64{&s.size, &s.used, &s.holders} {
+		if *dst, err = f[i].AsInt64(); err != nil {
+			return nil, err
 		}
 	}
 	held, err := f[3].ToArray()
@@ -64,15 +63,6 @@ func parseSemaphore(m rueidis.RedisMessage) (*rawSemaphore, error) {
 			p.expiry = &ms
 		}
 		s.held = append(s.held, p)
-	}
-	wants, err := f[5].ToArray()
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range pairs(wants) {
-		if n, err := strconv.ParseInt(p.value, 10, 64); err == nil {
-			s.wants[p.member] = n
-		}
 	}
 	return s, nil
 }
@@ -107,20 +97,21 @@ type permitHolder struct {
 type permitWaiter struct {
 	Owner       string `json:"owner"`
 	Label       string `json:"label"`
-	Permits     *int64 `json:"permits"`      // wanted; null when Redis does not record it
+	Permits     *int64 `json:"permits"`      // wanted; null when its queue record does not say
 	RemainingMs *int64 `json:"remaining_ms"` // its waiter deadline left, as in the queue
 }
 
 // addSemaphore shows the lock as the semaphore raw describes, if it is
 // one: its holders with their permits (as hold counts), their expiries
 // (the readers key holds them: they are not readers), and its waiters
-// with the permits they want, in the queue's order.
-func (st *lockState) addSemaphore(raw *rawSemaphore, now int64) {
+// with the permits they want (their records in queue say), in the
+// queue's order.
+func (st *lockState) addSemaphore(raw *rawSemaphore, queue rawKey, now int64) {
 	if raw == nil {
 		return
 	}
 	st.Kind, st.KindCandidates = kindSemaphore, []string{kindSemaphore}
-	st.KindNote = `a hash with fields "size", "used" and "keep" (a server time, ms, the keys outlive), owner id → "permits token", "want:" owner id → permits wanted`
+	st.KindNote = `a hash with fields "size", "used" and "keep" (a server time, ms, the keys outlive), owner id → "permits token"; each waiter's queue record says the permits it wants`
 	sem := &semaphoreState{
 		permits: permits{Size: raw.size, Used: raw.used, Available: raw.size - raw.used},
 		Holders: []permitHolder{},
@@ -143,9 +134,15 @@ func (st *lockState) addSemaphore(raw *rawSemaphore, now int64) {
 	slices.SortFunc(sem.Holders, func(a, b permitHolder) int { return strings.Compare(a.Owner, b.Owner) })
 	slices.SortFunc(st.Holders, func(a, b holder) int { return strings.Compare(a.Owner, b.Owner) })
 	st.Readers, st.Counts.Readers = []deadline{}, 0
+	wants := map[string]int64{}
+	for _, w := range luascripts.ParseQueue(queueMembers(queue)) {
+		if w.Grant == luascripts.GrantPermits && w.Permits > 0 {
+			wants[w.Owner] = w.Permits
+		}
+	}
 	for _, q := range st.Queue {
 		w := permitWaiter{Owner: q.Owner, Label: q.Label, RemainingMs: q.RemainingMs}
-		if n, ok := raw.wants[q.Owner]; ok {
+		if n, ok := wants[q.Owner]; ok {
 			w.Permits = &n
 		}
 		sem.Queue = append(sem.Queue, w)
