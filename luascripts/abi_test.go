@@ -189,3 +189,29 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+// TestEvalTextCallsGlobals checks that a script run by EVAL calls the
+// functions time.lua keeps in locals by their global names (evalGlobals):
+// every local time.lua declares for them is spelled out in every script.
+func TestEvalTextCallsGlobals(t *testing.T) {
+	var locals []string
+	for _, line := range strings.Split(file("time.lua"), "\n") {
+		if !strings.HasPrefix(line, "local ") || strings.HasPrefix(line, "local function") || !strings.Contains(line, "_") {
+			continue
+		}
+		for _, name := range strings.Split(strings.TrimPrefix(line, "local "), ",") {
+			locals = append(locals, strings.TrimSpace(name))
+		}
+	}
+	if !slices.Contains(locals, "redis_call") || !slices.Contains(locals, "string_format") {
+		t.Fatalf("time.lua's locals not found: %v", locals)
+	}
+	for s := Script(1); s < numScripts; s++ {
+		text := scripts[s].text
+		for _, name := range locals {
+			if strings.Contains(text, name+"(") {
+				t.Errorf("%s: the EVAL text calls the local %s; add it to evalGlobals", scripts[s].name, name)
+			}
+		}
+	}
+}

@@ -152,7 +152,8 @@ func (s Script) must() *loaded {
 
 // load returns the script made of files, in order, with a call of
 // new_call (time.lua) between its fragments and its body, as its function
-// in the library has (functions.go).
+// in the library has (functions.go), and the calls of the functions
+// time.lua keeps in locals spelled as globals (evalGlobals).
 func load(e effect, names ...string) *loaded {
 	var text strings.Builder
 	for i, name := range names {
@@ -161,12 +162,32 @@ func load(e effect, names ...string) *loaded {
 		}
 		text.WriteString(file(name))
 	}
-	sum := sha1.Sum([]byte(text.String()))
+	src := evalGlobals.Replace(text.String())
+	sum := sha1.Sum([]byte(src))
 	return &loaded{
-		lua: rueidis.NewLuaScript(text.String()), text: text.String(), sha1: hex.EncodeToString(sum[:]),
+		lua: rueidis.NewLuaScript(src), text: src, sha1: hex.EncodeToString(sum[:]),
 		name: strings.TrimSuffix(names[len(names)-1], ".lua"), files: names, effect: e,
 	}
 }
+
+// evalGlobals spells the calls of the functions that time.lua keeps in
+// locals (redis_call: redis.call, …) as the globals they are, for a script
+// run by EVAL. The locals spare a function of the library a lookup through
+// its globals' metatable at every use; a script run by EVAL finds globals
+// in a plain table, and defines its fragments' functions at every call,
+// where each local they use would cost an upvalue.
+var evalGlobals = strings.NewReplacer(
+	"redis_call(", "redis.call(",
+	"redis_pcall(", "redis.pcall(",
+	"string_byte(", "string.byte(",
+	"string_find(", "string.find(",
+	"string_format(", "string.format(",
+	"string_match(", "string.match(",
+	"string_sub(", "string.sub(",
+
+	"math_max(", "math.max(",
+	"unpack_list(", "unpack(",
+)
 
 // file returns the text of the embedded file name.
 func file(name string) string {
