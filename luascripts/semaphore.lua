@@ -177,7 +177,10 @@ end
 -- order, as many as fit in size with used held: each is granted for what
 -- is left of its deadline (a granted waiter that died holds its permits no
 -- longer than its waiter timeout) and woken with "owner token"; except
--- self, the caller's own owner, asking for self_n, whose reply says so.
+-- self, the caller's own owner, asking for self_n, which is granted for
+-- its lease, self_ms milliseconds from now (the lease its reply grants
+-- it), and whose reply says so. fresh says the hash and the holders' zset
+-- had no expiry to keep (grant): the first grant sets them.
 -- Purges the dead waiters it meets (queue.lua, queue_head). Stops at the
 -- first live waiter that does not fit, so that no waiter is overtaken by
 -- later ones asking for fewer; one whose want is unknown (a record
@@ -193,7 +196,7 @@ end
 -- Returns the permits held now, the live waiter left first (a queue.lua
 -- waiter table, or nil: none, or, for a release, not looked for once
 -- every permit is held), and self's token if self was granted.
-local function serve(lock, fence, queue, holders, size, used, pub, channel, self, self_n, w)
+local function serve(lock, fence, queue, holders, size, used, pub, channel, self, self_n, self_ms, fresh, w)
   local now = server_ms()
   local mine
   while true do
@@ -220,7 +223,12 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
       return used, head, mine
     end
     pop_head(queue)
-    local token = grant(lock, fence, holders, head.owner, n, head.deadline - now, head.deadline_string, false, used, w)
+    local ms, expiry = head.deadline - now, head.deadline_string
+    if head.owner == self then
+      ms, expiry = self_ms, nil
+    end
+    local token = grant(lock, fence, holders, head.owner, n, ms, expiry, fresh, used, w)
+    fresh = false
     used = used + want
     if head.owner == self then
       mine = token

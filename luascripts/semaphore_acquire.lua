@@ -88,10 +88,12 @@ end
 local head, mine
 if queued_any then
   local held = used
-  used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, ARGV[9], w)
+  used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, ARGV[9], ms, fresh, w)
   if used ~= held then
-    -- Granted to waiters: the first holder's expiry may have changed.
+    -- Granted to waiters: the first holder's expiry may have changed, and
+    -- the hash and the holders' zset have expiries now.
     earliest = nil
+    fresh = false
   end
 end
 if mine then

@@ -32,7 +32,7 @@ end
 if used ~= held then
   local head
   local w = writes(v[3])
-  used, head = serve(lock, fence, queue, holders, tonumber(v[1]), used, ARGV[2], ARGV[1], nil, nil, w)
+  used, head = serve(lock, fence, queue, holders, tonumber(v[1]), used, ARGV[2], ARGV[1], nil, nil, nil, false, w)
   settle(lock, holders, used, head, nil, w)
 end
 return size - used

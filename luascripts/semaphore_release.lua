@@ -51,6 +51,6 @@ if not v[2] then
 end
 used = purge(lock, holders, used)
 local head
-used, head = serve(lock, fence, queue, holders, v[2] + 0, used, pub, channel, nil, nil, w)
+used, head = serve(lock, fence, queue, holders, v[2] + 0, used, pub, channel, nil, nil, nil, false, w)
 settle(lock, holders, used, head, nil, w)
 return released

@@ -262,3 +262,40 @@ func TestSemaphoreWritesLargeNumbersExactly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, minted, got[1], "the hand-over's token")
 }
+
+// A waiter whose own attempt finds its turn come and the permits free (a
+// holder expired, or a force unlock deleted the semaphore) holds them for
+// its lease, as its reply says and its client counts on, not for what
+// was left of its wait; and the keys it writes expire.
+func TestSemaphoreWaiterServedByItsAttemptHoldsForItsLease(t *testing.T) {
+	const leaseMs = 60000
+	for _, tc := range []struct {
+		name string
+		free func(t *testing.T, rc rueidis.Client, k lockKeys)
+	}{
+		{"holder expired", func(t *testing.T, rc rueidis.Client, k lockKeys) {
+			time.Sleep(400 * time.Millisecond) // the holder's 300 ms lease
+		}},
+		{"semaphore deleted", func(t *testing.T, rc rueidis.Client, k lockKeys) {
+			require.NoError(t, rc.Do(t.Context(), rc.B().Del().Key(k.lock, k.readers).Build()).Error())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := redistest.New(t).Client(t)
+			k := keysFor(t, rc, tc.name)
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 1, "1", 300, 5000)[0])
+			require.Equal(t, int64(0), k.semAttemptFor(t, rc, "a:1", 1, 1, "1", leaseMs, 5000)[0], "queued")
+			tc.free(t, rc, k)
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "a:1", 1, 1, "1", leaseMs, 5000)[0], "served by its own attempt")
+			nowMs := serverMicros(t, rc) / 1000
+			expiry, err := rc.Do(t.Context(), rc.B().Zscore().Key(k.readers).Member("a:1").Build()).AsFloat64()
+			require.NoError(t, err)
+			assert.Greater(t, int64(expiry), nowMs+leaseMs-5000, "the holder's expiry is its lease from now")
+			for _, key := range []string{k.lock, k.readers} {
+				pttl, err := rc.Do(t.Context(), rc.B().Pttl().Key(key).Build()).AsInt64()
+				require.NoError(t, err)
+				assert.Greater(t, pttl, int64(leaseMs-5000), "%s outlives the lease", key)
+			}
+		})
+	}
+}
