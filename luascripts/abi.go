@@ -92,8 +92,10 @@ import (
 // its owner id and its record "owner deadline keep grant", where deadline
 // is the server time in ms until which the waiter is alive, keep a time
 // before which the key cannot expire, and grant what a hand-over makes
-// the lock for it, followed for a semaphore's waiter by the permits it
-// waits for ("permits3"; ParseQueue reads them).
+// the lock for it, in small letters, followed for a semaphore's waiter by
+// the permits it waits for, in decimal with the capitals A–J for the
+// digits ("permitsD": 3), so that a record's grant is letters alone, as
+// scripts of every version read it (ParseQueue reads them).
 //
 // Hold counts are named by the client, which knows them, so that a call
 // retried after a lost reply never counts twice.
@@ -208,8 +210,8 @@ func ParseQueue(members []string) []QueuedWaiter {
 		if err != nil {
 			continue
 		}
-		grant := strings.TrimRightFunc(fields[2], func(r rune) bool { return '0' <= r && r <= '9' })
-		permits, _ := strconv.ParseInt(fields[2][len(grant):], 10, 64)
+		grant := strings.TrimRightFunc(fields[2], func(r rune) bool { return 'A' <= r && r <= 'J' })
+		permits, _ := strconv.ParseInt(strings.Map(func(r rune) rune { return r - 'A' + '0' }, fields[2][len(grant):]), 10, 64)
 		ws = append(ws, QueuedWaiter{Owner: owner, DeadlineMs: deadline, Grant: grant, Permits: permits})
 		i++
 	}

@@ -182,6 +182,7 @@ var evalGlobals = strings.NewReplacer(
 	"string_byte(", "string.byte(",
 	"string_find(", "string.find(",
 	"string_format(", "string.format(",
+	"string_gsub(", "string.gsub(",
 	"string_match(", "string.match(",
 	"string_sub(", "string.sub(",
 

@@ -15,9 +15,10 @@
 --   keep      server time (ms) before which the key cannot expire (a
 --             bound the write of the record made sure of);
 --   grant     what a hand-over makes the lock for it (grant_* below),
---             letters; a semaphore's waiter's is followed by the permits
---             it waits for, in decimal ("permits3"), so that a release
---             reads a waiter's want with the waiter.
+--             small letters; a semaphore's waiter's is followed by the
+--             permits it waits for, so that a release reads a waiter's
+--             want with the waiter, in decimal with the capitals A-J for
+--             the digits ("permitsD": 3; permit_letters).
 -- Owner ids hold no space, so the owner id sorts right before its record
 -- and nothing sorts between them: the first waiter is the queue's first
 -- two members, read by one ZRANGE and taken by one ZPOPMIN.
@@ -34,9 +35,20 @@ local grant_string = 'string' -- the mutex: a string holding the owner id
 local grant_hash = 'hash' -- the reentrant and fair lock, a read-write lock's writer: a hash owner id -> 1
 local grant_permits = 'permits' -- the semaphore's waiter: its own holder records (semaphore.lua), for the permits after it
 
+-- A semaphore's waiter's want is written in letters, so that a record's
+-- grant is letters alone, as every version of these scripts reads it:
+-- during a rolling deploy, one that reads a grant as small letters only
+-- takes "permitsD" for a grant it cannot make, and wakes the waiter by
+-- name to try (hand_on; an earlier semaphore's serve), rather than
+-- purging a record it could not read. permit_letters writes a decimal
+-- string so, permit_digits reads it back.
+local permit_letters = {['0'] = 'A', ['1'] = 'B', ['2'] = 'C', ['3'] = 'D', ['4'] = 'E',
+  ['5'] = 'F', ['6'] = 'G', ['7'] = 'H', ['8'] = 'I', ['9'] = 'J'}
+local permit_digits = {A = '0', B = '1', C = '2', D = '3', E = '4', F = '5', G = '6', H = '7', I = '8', J = '9'}
+
 -- Numbers go to redis.call as strings where that is free ('0'), and are
 -- printed with '%d' (exact for integers below 2^53, as these are): a
--- number argument is printed with '%.14g', and '%.0f' is no cheaper, a
+-- number argument is printed with '%.17g', and '%.0f' is no cheaper, a
 -- floating-point conversion that costs more than most commands here.
 
 -- Returns the record of owner; grant is the record's grant, the permits
@@ -50,8 +62,8 @@ end
 -- arrival_of), as a table {owner, deadline, deadline_string, keep,
 -- grant, permits, arrival, record}, deadline_string and keep decimal
 -- strings (what the record says: no number to print again), grant the
--- record's letters (grant_*) and permits the digits after them (a
--- semaphore's waiter's want; '' for the other kinds); nil when
+-- record's small letters (grant_*) and permits the capitals after them (a
+-- semaphore's waiter's want, see permit_letters; '' for the other kinds); nil when
 -- record is not owner's (a key not written by these scripts). The record
 -- is read in place: no piece of it is copied but the captures.
 local function waiter(owner, record, arrival)
@@ -59,7 +71,7 @@ local function waiter(owner, record, arrival)
   if not record or string_byte(record, at) ~= 32 or string_sub(record, 1, #owner) ~= owner then
     return nil
   end
-  local deadline, keep, grant, permits = string_match(record, '^(%d+) (%d+) (%a+)(%d*)$', at + 1)
+  local deadline, keep, grant, permits = string_match(record, '^(%d+) (%d+) (%l+)(%u*)$', at + 1)
   if not deadline then
     return nil
   end
@@ -207,7 +219,7 @@ local function enqueue(queue, owner, ms, head, grant)
     -- found from the first space, not by a pattern that scans the
     -- record from its end.
     local space = string_find(last[1], ' ', 1, true)
-    local kept_until = space and string_match(last[1], '^%d+ (%d+) %a+%d*$', space + 1)
+    local kept_until = space and string_match(last[1], '^%d+ (%d+) %a+$', space + 1)
     keep = kept_until and kept_until + 0 or 0
   end
   local deadline = server_ms() + ms

@@ -11,7 +11,8 @@
 --     server time, ms), which their watchdogs push forward;
 --   the queue (queue.lua), in arrival order, which waiters of the kinds
 --     sharing the name share: a semaphore's waiter's record says the
---     permits it waits for (its grant, "permits" n).
+--     permits it waits for (its grant, "permits" n, n in letters:
+--     queue.lua, permit_letters).
 -- Field names without a ':' cannot be owner ids, which are "client:seq".
 -- The hash and the holders' zset go when the last permit is given back
 -- with nobody queued, so that a semaphore nobody uses leaves no key but
@@ -212,7 +213,7 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
       if head.grant == grant_permits and used >= size then
         return used, head, mine
       end
-      n = head.grant == grant_permits and head.permits ~= '' and head.permits
+      n = head.grant == grant_permits and head.permits ~= '' and (string_gsub(head.permits, '%u', permit_digits))
     end
     local want = n and n + 0
     if not want or want > size then

@@ -113,7 +113,7 @@ end
 local queued = 0
 if ARGV[3] ~= '0' then
   queued = 1
-  enqueue(queue, owner, ARGV[4], head, grant_permits .. ARGV[9])
+  enqueue(queue, owner, ARGV[4], head, grant_permits .. string_gsub(ARGV[9], '%d', permit_letters))
   if used ~= stored or resize then
     write_field(lock, w, used_field, string_format('%d', used))
     write_field(lock, w, size_field, ARGV[10])

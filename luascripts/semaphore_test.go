@@ -41,7 +41,7 @@ func (k lockKeys) dropWant(t *testing.T, rc rueidis.Client, owner string) {
 	pair, err := rc.Do(ctx, rc.B().Zrange().Key(k.queue).Min(arrival).Max(arrival).Byscore().Build()).AsStrSlice()
 	require.NoError(t, err)
 	require.Len(t, pair, 2)
-	record := strings.TrimRight(pair[1], "0123456789")
+	record := strings.TrimRight(pair[1], "ABCDEFGHIJ")
 	require.True(t, strings.HasSuffix(record, " permits"), "record %q", pair[1])
 	require.NoError(t, rc.Do(ctx, rc.B().Zrem().Key(k.queue).Member(pair[1]).Build()).Error())
 	require.NoError(t, rc.Do(ctx, rc.B().Zadd().Key(k.queue).ScoreMember().ScoreMember(mustFloat(t, arrival), record).Build()).Error())
@@ -298,4 +298,31 @@ func TestSemaphoreWaiterServedByItsAttemptHoldsForItsLease(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A semaphore's waiter's record is "owner deadline keep grant" with a
+// grant of letters alone, the want's digits written as capitals: scripts
+// of an earlier version sharing the name during a rolling deploy read a
+// grant as letters, and would purge a record they could not read
+// (queue_head) rather than wake its waiter to try.
+func TestSemaphoreRecordGrantIsLetters(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttempt(t, rc, "h:1", "1", 20, 20)[0])
+	require.Equal(t, int64(0), k.semAttempt(t, rc, "a:1", "1", 12, 20)[0])
+	members, err := rc.Do(t.Context(), rc.B().Zrange().Key(k.queue).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	require.Len(t, members, 2)
+	assert.Regexp(t, `^a:1 \d+ \d+ [a-zA-Z]+$`, members[1], "an earlier version reads the record")
+	assert.True(t, strings.HasSuffix(members[1], " permitsBC"), "record %q", members[1])
+	ws := luascripts.ParseQueue(members)
+	require.Len(t, ws, 1)
+	assert.Equal(t, luascripts.GrantPermits, ws[0].Grant)
+	assert.Equal(t, int64(12), ws[0].Permits)
+	// The release that frees 20 serves it: its want read back is 12.
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:1", 1, 0))
+	assert.Empty(t, k.owners(t, rc))
+	used, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(12), used)
 }

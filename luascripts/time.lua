@@ -10,7 +10,7 @@
 -- new_call takes them, at the first call: they stay the same functions
 -- for as long as the library is loaded.
 local redis_call, redis_pcall
-local string_byte, string_find, string_format, string_match, string_sub
+local string_byte, string_find, string_format, string_gsub, string_match, string_sub
 local math_max, unpack_list
 
 -- Returns the server's TIME in milliseconds. Deadlines stored in Redis use
@@ -28,8 +28,8 @@ local time_ms
 local function new_call()
   if not redis_call then
     redis_call, redis_pcall = redis.call, redis.pcall
-    string_byte, string_find, string_format, string_match, string_sub =
-      string.byte, string.find, string.format, string.match, string.sub
+    string_byte, string_find, string_format, string_gsub, string_match, string_sub =
+      string.byte, string.find, string.format, string.gsub, string.match, string.sub
     math_max, unpack_list = math.max, unpack
   end
   server_time = nil
