@@ -436,9 +436,10 @@ func (b *binding) handOverAge() time.Duration { return b.handOverLeft() / 3 }
 // fresh reports whether a hand-over whose token is token, read at now, is
 // certainly younger than handOverAge. The token is the server's clock, in
 // µs, when the release minted it (fence.lua: the clock, unless more than
-// one grant came in a microsecond or the clock stepped back, which could
-// make a stale wake-up look fresh, as it would break the tokens' own
-// floor). The last queued attempt, sent at clock.sent, read the server's
+// one grant came in a microsecond, a release that hands read holds to n
+// readers minted n tokens at once, n − 1 µs ahead at most, or the clock
+// stepped back, which could make a stale wake-up look fresh, as it would
+// break the tokens' own floor). The last queued attempt, sent at clock.sent, read the server's
 // clock clock.serverMs after that send: the hand-over was minted no
 // earlier than clock.sent + (token/1000 − clock.serverMs) on this
 // process's clock, less a millisecond for the truncations and the drift

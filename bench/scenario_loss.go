@@ -24,11 +24,8 @@ import (
 // confirmed; then, again and again, the holder takes the lock at relock's
 // default lease (30 s, renewed every 10 s) and the time runs from just
 // before the admin's ForceUnlock is called, its round trip included, to
-// the end of the holder's lease.Context().
-//
-// The semaphore is left out: its ForceUnlock tells no holder (see
-// semaphore.ForceUnlock), whose next renewal, up to 10 s later, finds the
-// loss.
+// the end of the holder's lease.Context(). The semaphore's holder holds
+// one permit of semaphoreSize.
 
 // lossKind is a kind of lock the loss rows force-unlock.
 type lossKind struct {

@@ -99,8 +99,10 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l.IsLocke
 
 // ForceUnlock deletes the lock whoever holds it, wakes its waiters (the
 // first one acquires), and reports whether it was held. The queue is kept.
-// The holder's next renewal finds the lock gone and its leases are then
-// lost (relock.ErrLockLost).
+// It is an administrative action: the holder's Client is sent a loss notice,
+// and the holder's leases' Contexts end at once with cause
+// relock.ErrLockLost; a notice that is lost (pub/sub is at-most-once) leaves
+// it to the holder's next renewal, which finds the lock gone.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.ForceUnlock(ctx) }
 
 // HoldCount returns how many holds the owner carried by ctx has on the lock,

@@ -81,9 +81,11 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
 }
 
 // ForceUnlock deletes the mutex whoever holds it and wakes its waiters, and
-// reports whether it was held. It is an administrative action: the holder
-// is not told at once, but its next renewal finds the lock gone and its lease
-// is then lost (relock.ErrLockLost).
+// reports whether it was held. It is an administrative action: the holder's
+// Client is sent a loss notice, and the holder's lease Context ends at once
+// with cause relock.ErrLockLost; a notice that is lost (pub/sub is
+// at-most-once) leaves it to the holder's next renewal, which finds the lock
+// gone.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	return m.l.ForceUnlock(ctx)
 }

@@ -145,8 +145,11 @@ func (m *Mutex) TryLock(ctx context.Context) (*relock.Lease, error) { return m.l
 func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l.IsLocked(ctx) }
 
 // ForceUnlock deletes the lock on every master whoever holds it, wakes its
-// waiters, and reports whether any master held it. The holder's next
-// renewal finds it gone and its lease is then lost (relock.ErrLockLost).
+// waiters, and reports whether any master held it. Each master that held
+// it sends the holder's Client a loss notice, and the holder's lease
+// Context ends at once with cause relock.ErrLockLost; notices that are
+// lost (pub/sub is at-most-once) leave it to the holder's next renewal,
+// which finds the lock gone.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.ForceUnlock(ctx) }
 
 // Name returns the name of the lock.

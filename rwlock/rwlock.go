@@ -158,10 +158,11 @@ func (m *RWMutex) IsLocked(ctx context.Context) (bool, error) { return m.w.IsLoc
 
 // ForceUnlock deletes the lock whoever holds it — every reader, or the
 // writer — wakes its waiters, and reports whether it was held. It is an
-// administrative action: the holders are not told at once; each one's next
-// renewal finds its hold gone, and its lease is then lost
-// (relock.ErrLockLost). Waiting writers keep their places. It fails as
-// IsLocked does.
+// administrative action: each holder's Client is sent a loss notice, and
+// the holder's lease Context ends at once with cause relock.ErrLockLost;
+// a notice that is lost (pub/sub is at-most-once) leaves it to the
+// holder's next renewal, which finds its hold gone. Waiting writers keep
+// their places. It fails as IsLocked does.
 func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) { return m.w.ForceUnlock(ctx) }
 
 // HoldCount returns how many leases of the lock the call chain of ctx holds,
