@@ -370,14 +370,26 @@ func TestMergeHotKeySwitches(t *testing.T) {
 	}
 	row := HotKeyRow{Seconds: 1}
 	mergeHotKey(&row, parts, false, false)
-	// Grant order: 0 (10), 2 (15), 0 (20), 1 (30): three switches.
+	// Grant order: 0 (10), 2 (15), 0 (20), 1 (30): three switches, the
+	// last within the first process.
 	if row.Acquisitions != 4 || row.SwitchesSec != 3 {
 		t.Errorf("acquisitions %d, switches/s %v; want 4 and 3", row.Acquisitions, row.SwitchesSec)
 	}
+	if row.InProcess == nil || math.Abs(*row.InProcess-1.0/3) > 1e-9 {
+		t.Errorf("in-process share %v, want 1/3", row.InProcess)
+	}
 	shared := HotKeyRow{Seconds: 1}
 	mergeHotKey(&shared, parts, true, false)
-	if shared.SwitchesSec != -1 {
-		t.Errorf("switches/s %v with overlapping holds, want -1 (not counted)", shared.SwitchesSec)
+	if shared.SwitchesSec != -1 || shared.InProcess != nil {
+		t.Errorf("switches/s %v, in-process %v with overlapping holds, want -1 and nil (not counted)", shared.SwitchesSec, shared.InProcess)
+	}
+	crossing := HotKeyRow{Seconds: 1}
+	mergeHotKey(&crossing, []*hotKeyPart{
+		{PerWorker: []int64{2}, Stamps: []int64{10, 30}, Workers: []int32{0, 0}},
+		{PerWorker: []int64{1}, Stamps: []int64{20}, Workers: []int32{1}},
+	}, false, false)
+	if crossing.InProcess == nil || *crossing.InProcess != 0 {
+		t.Errorf("in-process share %v when every switch crosses, want 0 (counted)", crossing.InProcess)
 	}
 }
 

@@ -185,8 +185,8 @@ func shapeTable(w *mdWriter, res *Results, rows []HotKeyRow, pair func(*Results,
 			wakes = fmt.Sprintf("%.2f (%.2f + %.2f)", n, float64(h.WakeUps.Named)/acq, float64(h.WakeUps.Broadcast)/acq)
 		}
 		local, cpu := "–", "–"
-		if h.InProcess > 0 {
-			local = fmtPct(h.InProcess)
+		if h.InProcess != nil {
+			local = fmtPct(*h.InProcess)
 		}
 		if h.ClientCPU > 0 && h.Acquisitions > 0 {
 			cpu = fmtDur(h.ClientCPU / time.Duration(h.Acquisitions))

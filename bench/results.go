@@ -139,9 +139,9 @@ type HotKeyRow struct {
 	WakeUps *WakeCount `json:"wake_ups,omitempty"`
 	// InProcess is the share of switches (a grant to another waiter than
 	// the last holder) that went to a waiter of the last holder's process,
-	// in the order of the acquisitions' times; 0 when not counted (one
+	// in the order of the acquisitions' times; nil when not counted (one
 	// process, overlapping holds, incomplete stamps).
-	InProcess float64 `json:"in_process,omitempty"`
+	InProcess *float64 `json:"in_process,omitempty"`
 	// ClientCPU is the CPU time the row's processes used, summed, from
 	// the row's start until their waiters returned.
 	ClientCPU time.Duration `json:"client_cpu_ns,omitempty"`

@@ -146,9 +146,13 @@ func (r *runner) logRow(what string, row HotKeyRow) {
 	if row.Acquisitions > 0 {
 		cpu = row.ClientCPU / time.Duration(row.Acquisitions)
 	}
-	r.logf("%-8s %-28s %2d procs %4d waiters hold %-4v %8.0f handoffs/s  wait p99 %-9v jain %.2f  %5.1f cmd/handoff %5.2f evalsha/handoff%s  in-process %.0f%%  client CPU/handoff %v  fifo %d  failures %d %s",
+	local := "–"
+	if row.InProcess != nil {
+		local = fmt.Sprintf("%.0f%%", 100**row.InProcess)
+	}
+	r.logf("%-8s %-28s %2d procs %4d waiters hold %-4v %8.0f handoffs/s  wait p99 %-9v jain %.2f  %5.1f cmd/handoff %5.2f evalsha/handoff%s  in-process %s  client CPU/handoff %v  fifo %d  failures %d %s",
 		what, row.ID, row.Processes, row.Workers, row.Hold, row.HandoffsSec, row.WaitP99.Round(time.Microsecond), row.Jain,
-		row.Server.PerOp, row.Server.ScriptsOp, woken, 100*row.InProcess, cpu.Round(time.Microsecond), row.FIFOViolations, row.Failures, row.Err)
+		row.Server.PerOp, row.Server.ScriptsOp, woken, local, cpu.Round(time.Microsecond), row.FIFOViolations, row.Failures, row.Err)
 }
 
 // hotKeyRow runs one library at one hold in one shape. With profile set,
@@ -267,7 +271,8 @@ func mergeHotKey(row *HotKeyRow, parts []*hotKeyPart, overlaps, ordered bool) {
 		}
 		row.SwitchesSec = float64(switches) / row.Seconds
 		if switches > 0 && len(parts) > 1 {
-			row.InProcess = float64(local) / float64(switches)
+			share := float64(local) / float64(switches)
+			row.InProcess = &share
 		}
 	}
 	if (!overlaps || ordered) && !capped && !unpaired {
