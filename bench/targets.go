@@ -373,6 +373,8 @@ func kindName(id string) string {
 		return "reentrant"
 	case "relock-fair":
 		return "fair"
+	case "relock-semaphore":
+		return "semaphore"
 	}
 	return id
 }
