@@ -107,7 +107,7 @@ func evaluate(res *Results) []Target {
 	ts = append(ts, t)
 	t = target(1, "uncontended", "relock", "uncontended Lock+Unlock: allocations per op", "allocations per Lock+Unlock", fmt.Sprintf("≤ %.0f", targetAllocs))
 	if u != nil {
-		t.set(u.Allocs/targetAllocs, u.Allocs <= targetAllocs, fmt.Sprintf("%.0f", u.Allocs), "%.0f allocs/op (%.2f× the bound; the scripts alone %.0f)", u.Allocs, u.Allocs/targetAllocs, allocsOf(alone))
+		t.set(u.Allocs/targetAllocs, u.Allocs <= targetAllocs, fmt.Sprintf("%.1f", u.Allocs), "%.1f allocs/op (%.2f× the bound; the scripts alone %.0f)", u.Allocs, u.Allocs/targetAllocs, allocsOf(alone))
 	}
 	ts = append(ts, t)
 
