@@ -17,48 +17,42 @@
 -- A token is the server time in microseconds whenever that is above the
 -- last one: one SET … GET, which writes it and returns the last, the common
 -- case. Otherwise (more than one grant in a microsecond, or a clock stepped
--- back) it is the last plus one: the last is written back and INCR
--- advances it. The comparison is of decimal strings, never Lua numbers,
--- which are doubles; the token returned is one (a microsecond time is far
--- below 2^53, so Redis turns it into the exact integer).
+-- back) it is the last plus one, written back by one more SET. The
+-- comparison is of decimal strings, never Lua numbers, which are doubles;
+-- the arithmetic is exact (a microsecond time is far below 2^53).
 local fence_ttl_ms = '86400000' -- 24 hours; a string, which redis.call passes as it is (a number it prints with '%.17g')
 
-local function next_token(key)
+-- Issues n tokens in a row, the first as above and each next one more, and
+-- returns the first as a decimal string; the counter keeps the last. One
+-- SET … GET when the clock is ahead and n is 1 (nothing converted), else
+-- one more SET: two commands for a release that grants many readers at
+-- once.
+local function claim_tokens(key, n)
   local now = server_us()
   local last = redis_call('set', key, now, 'PX', fence_ttl_ms, 'GET')
+  local first = now
   if last and (#last > #now or (#last == #now and last >= now)) then
-    redis_call('set', key, last, 'PX', fence_ttl_ms)
-    return redis_call('incr', key)
+    first = string_format('%d', last + 1)
+  elseif n == 1 then
+    return now
   end
-  return tonumber(now)
+  redis_call('set', key, string_format('%d', first + n - 1), 'PX', fence_ttl_ms)
+  return first
+end
+
+-- Advances the counter at key by one token and returns it, a number (a
+-- script's reply turns it into the exact integer).
+local function next_token(key)
+  return claim_tokens(key, 1) + 0
 end
 
 -- next_token's token as a decimal string, for a script that writes it
--- rather than returns it: the common case converts nothing.
+-- rather than returns it.
 local function next_token_string(key)
-  local now = server_us()
-  local last = redis_call('set', key, now, 'PX', fence_ttl_ms, 'GET')
-  if last and (#last > #now or (#last == #now and last >= now)) then
-    redis_call('set', key, last, 'PX', fence_ttl_ms)
-    return string_format('%d', redis_call('incr', key))
-  end
-  return now
+  return claim_tokens(key, 1)
 end
 
--- Issues n tokens at once, next_token's n in a row: the first is
--- max(last + 1, server TIME in microseconds), each next one more, and the
--- counter keeps the last. Returns the first, a number. One SET … GET, and
--- a SET of the last when there is more than one or the clock was not
--- ahead: two commands for a release that grants many readers at once.
+-- Issues n tokens at once (claim_tokens) and returns the first, a number.
 local function next_tokens(key, n)
-  local now = server_us()
-  local last = redis_call('set', key, now, 'PX', fence_ttl_ms, 'GET')
-  local first = tonumber(now)
-  if last and (#last > #now or (#last == #now and last >= now)) then
-    first = tonumber(last) + 1
-  end
-  if n > 1 or first ~= tonumber(now) then
-    redis_call('set', key, string_format('%d', first + n - 1), 'PX', fence_ttl_ms)
-  end
-  return first
+  return claim_tokens(key, n) + 0
 end

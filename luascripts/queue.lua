@@ -409,8 +409,7 @@ local function hand_on(fence, queue, key, stale, pub, channel, first)
         wake_owner(pub, channel, w.owner)
         return nil
       end
-      -- '%.0f': Lua prints a number this large in exponent form.
-      wake_owner(pub, channel, w.owner, w.owner .. ' ' .. string_format('%.0f', next_token(fence)))
+      wake_owner(pub, channel, w.owner, w.owner .. ' ' .. next_token_string(fence))
       return w.owner
     end
     if not w and first[3] then
