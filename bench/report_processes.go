@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/relockgo/relock"
 )
@@ -188,8 +187,8 @@ func shapeTable(w *mdWriter, res *Results, rows []HotKeyRow, pair func(*Results,
 		if h.InProcess != nil {
 			local = fmtPct(*h.InProcess)
 		}
-		if h.ClientCPU > 0 && h.Acquisitions > 0 {
-			cpu = fmtDur(h.ClientCPU / time.Duration(h.Acquisitions))
+		if c := h.cpuPerHandoff(); c > 0 {
+			cpu = fmtDur(c)
 		}
 		w.line("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %.1f | %s | %.2f | %s | %s | %s | %s |", h.Name, h.Variant, shape, fmtRate(h.HandoffsSec), vsBase, prevVs,
 			fmtDur(h.WaitP50), fmtDur(h.WaitP99), waitVs, prevWait, fmtDur(h.WaitMax), switches, h.Jain, fifo, h.Server.PerOp, prevCmds, h.Server.ScriptsOp, wakes, local, cpu, fmtPct(h.Server.CPU/h.Seconds))

@@ -148,6 +148,14 @@ type HotKeyRow struct {
 	Err       string        `json:"error,omitempty"`
 }
 
+// cpuPerHandoff is the row's client CPU per handoff, or 0.
+func (h HotKeyRow) cpuPerHandoff() time.Duration {
+	if h.Acquisitions == 0 {
+		return 0
+	}
+	return h.ClientCPU / time.Duration(h.Acquisitions)
+}
+
 // WokenPerHandoff returns the wake-up messages the processes received per
 // handoff, and reports whether they were counted. Each message wakes the
 // process that receives it: a broadcast wakes every process subscribed to

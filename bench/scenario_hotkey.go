@@ -142,17 +142,13 @@ func (r *runner) logRow(what string, row HotKeyRow) {
 	if w, ok := row.WokenPerHandoff(); ok {
 		woken = fmt.Sprintf("  %5.2f woken/handoff (%d named + %d broadcast)", w, row.WakeUps.Named, row.WakeUps.Broadcast)
 	}
-	cpu := time.Duration(0)
-	if row.Acquisitions > 0 {
-		cpu = row.ClientCPU / time.Duration(row.Acquisitions)
-	}
 	local := "–"
 	if row.InProcess != nil {
 		local = fmt.Sprintf("%.0f%%", 100**row.InProcess)
 	}
 	r.logf("%-8s %-28s %2d procs %4d waiters hold %-4v %8.0f handoffs/s  wait p99 %-9v jain %.2f  %5.1f cmd/handoff %5.2f evalsha/handoff%s  in-process %s  client CPU/handoff %v  fifo %d  failures %d %s",
 		what, row.ID, row.Processes, row.Workers, row.Hold, row.HandoffsSec, row.WaitP99.Round(time.Microsecond), row.Jain,
-		row.Server.PerOp, row.Server.ScriptsOp, woken, local, cpu.Round(time.Microsecond), row.FIFOViolations, row.Failures, row.Err)
+		row.Server.PerOp, row.Server.ScriptsOp, woken, local, row.cpuPerHandoff().Round(time.Microsecond), row.FIFOViolations, row.Failures, row.Err)
 }
 
 // hotKeyRow runs one library at one hold in one shape. With profile set,
