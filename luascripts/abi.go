@@ -99,6 +99,16 @@ import (
 //
 // Hold counts are named by the client, which knows them, so that a call
 // retried after a lost reply never counts twice.
+//
+// On the wire, acquire and release calls are packed (AcquireCall,
+// ReleaseCall): KEYS the lock's key alone, ARGV a few strings, which the
+// script unpacks into the KEYS and ARGV above before its body runs
+// (wire.lua), the other keys and the channel derived from the lock's key
+// by NewKeys's layout. Redis grows a call's KEYS and ARGV tables one
+// element at a time, a rehash at each power of two: passed as the header
+// names them, the thirteen strings of an acquire and the ten of a release
+// were a sixth of the instructions Redis ran for an uncontended pair
+// (redistime_test.go).
 
 // Keys are the Redis names of one lock. They share the hash tag {E}, where E
 // is the lock's name escaped (see EscapeName), so a lock lives in one
@@ -117,8 +127,9 @@ type Keys struct {
 // keyLists are the KEYS of the calls a Lock+Unlock makes, shared by every
 // call of one lock: Call.Keys is never modified.
 type keyLists struct {
-	acquire, release [5]string
-	renew            [2]string
+	lock    [1]string
+	acquire [5]string
+	renew   [2]string
 }
 
 // NewKeys returns the keys of lock name under prefix. The prefix must hold
@@ -140,15 +151,17 @@ func NewKeys(prefix, name string) Keys {
 	key := func(i int) string { return all[ends[i]-len(base)-len(suffixes[i]) : ends[i]] }
 	k := Keys{Lock: key(0), Fence: key(1), Queue: key(2), Readers: key(3), Gone: key(4), Wake: key(5)}
 	k.lists = &keyLists{
+		lock:    [1]string{k.Lock},
 		acquire: [5]string{k.Lock, k.Fence, k.Queue, k.Readers, k.Gone},
-		release: [5]string{k.Lock, k.Queue, k.Readers, k.Gone, k.Fence},
 		renew:   [2]string{k.Lock, k.Readers},
 	}
 	return k
 }
 
-// The KEYS of acquire, release and renewal calls; from k.lists when NewKeys
-// made k.
+// The KEYS of the calls: an acquire's as its header names them (a
+// query's), the lock's key alone (a packed call's: wire.lua derives the
+// others from it, so k must follow NewKeys's layout), a renewal's; from
+// k.lists when NewKeys made k.
 
 func (k Keys) acquireKeys() []string {
 	if k.lists != nil {
@@ -157,11 +170,11 @@ func (k Keys) acquireKeys() []string {
 	return []string{k.Lock, k.Fence, k.Queue, k.Readers, k.Gone}
 }
 
-func (k Keys) releaseKeys() []string {
+func (k Keys) lockKey() []string {
 	if k.lists != nil {
-		return k.lists.release[:]
+		return k.lists.lock[:]
 	}
-	return []string{k.Lock, k.Queue, k.Readers, k.Gone, k.Fence}
+	return []string{k.Lock}
 }
 
 func (k Keys) renewKeys() []string {
@@ -319,26 +332,56 @@ type Acquire struct {
 	Extra    []string // the kind's own ARGV, after the ABI's (see kind.Spec.AcquireArgs); never modified
 }
 
-// acquireArgs is how many ARGV of an acquire call the ABI names, before a
-// kind's own (Acquire.Extra).
-const acquireArgs = 8
-
-// AcquireCall is the acquire call a of script s on the lock k.
+// AcquireCall is the acquire call a of script s on the lock k, packed for
+// the wire: KEYS {lock}, ARGV {owner, lease ms, waiter timeout ms, mode,
+// the kind's own…}, mode the queue flag, the first-attempt flag, the
+// publish command's initial and the Within owner, which the script
+// unpacks into the KEYS and ARGV above (wire.lua).
 func AcquireCall(s Script, k Keys, a Acquire) Call {
-	flag := "0" // never queue
+	flag := 0 // never queue
 	switch {
 	case a.Wait && a.Queue:
-		flag = "1" // queue
+		flag = 1 // queue
 	case a.Wait:
-		flag = "2" // queue behind a queue
+		flag = 2 // queue behind a queue
 	}
-	args := make([]string, 0, acquireArgs+len(a.Extra)) // one allocation, Extra included
-	first := "0"
+	first := 0
 	if a.First {
-		first = "1"
+		first = 1
 	}
-	args = append(args, a.Owner, a.LeaseMs, flag, a.WaiterMs, k.Wake, a.Publish, a.Within, first)
-	return Call{Script: s, Keys: k.acquireKeys(), Args: append(args, a.Extra...)}
+	mode := acquireModes[flag][first][publishIndex(a.Publish)]
+	if a.Within != "" {
+		mode += a.Within
+	}
+	args := make([]string, 0, 4+len(a.Extra)) // one allocation, Extra included
+	args = append(args, a.Owner, a.LeaseMs, a.WaiterMs, mode)
+	return Call{Script: s, Keys: k.lockKey(), Args: append(args, a.Extra...)}
+}
+
+// acquireModes are the packed modes of the acquire calls without a Within
+// owner, by queue flag, first attempt and publish command (publishIndex):
+// made once, so that a call allocates none.
+var acquireModes = func() (m [3][2][2]string) {
+	for flag := range m {
+		for first := range m[flag] {
+			for pub, initial := range publishInitials {
+				m[flag][first][pub] = strconv.Itoa(flag) + strconv.Itoa(first) + initial
+			}
+		}
+	}
+	return m
+}()
+
+// publishInitials are the initials by which a packed call names the
+// publish command, "publish" and "spublish" (wire.lua, publish_of).
+var publishInitials = [2]string{"p", "s"}
+
+// publishIndex is the index in publishInitials of the publish command.
+func publishIndex(publish string) int {
+	if publish == "spublish" {
+		return 1
+	}
+	return 0
 }
 
 // QueryCall is the call of script s, a kind's read of its state, on the
@@ -373,14 +416,34 @@ func ReenterCall(s Script, k Keys, owner, leaseMs string, depth int) Call {
 // ReleaseCall is the release by script s of owner's hold at depth (0: all
 // of it), or the withdrawal of owner as a waiter. A goneMs other than "0"
 // also records owner as gone for that long, so that an acquire of owner
-// still on its way is refused when it lands.
+// still on its way is refused when it lands. Packed for the wire: KEYS
+// {lock}, ARGV {owner, mode[, gone ms]}, mode the publish command's
+// initial and depth, gone ms left out when "0", which the script unpacks
+// into the KEYS and ARGV above (wire.lua).
 func ReleaseCall(s Script, k Keys, owner, publish string, depth int, goneMs string) Call {
-	return Call{
-		Script: s,
-		Keys:   k.releaseKeys(),
-		Args:   []string{owner, k.Wake, publish, strconv.Itoa(depth), goneMs},
+	var mode string
+	if depth >= 0 && depth < len(releaseModes) {
+		mode = releaseModes[depth][publishIndex(publish)]
+	} else {
+		mode = publishInitials[publishIndex(publish)] + strconv.Itoa(depth)
 	}
+	if goneMs != "0" {
+		return Call{Script: s, Keys: k.lockKey(), Args: []string{owner, mode, goneMs}}
+	}
+	return Call{Script: s, Keys: k.lockKey(), Args: []string{owner, mode}}
 }
+
+// releaseModes are the packed modes of the releases of depth 0 to 9, by
+// publish command (publishIndex): made once, so that a release allocates
+// none.
+var releaseModes = func() (m [10][2]string) {
+	for depth := range m {
+		for pub, initial := range publishInitials {
+			m[depth][pub] = initial + strconv.Itoa(depth)
+		}
+	}
+	return m
+}()
 
 // RenewCall is the renewal by script s of owner's hold for ms milliseconds
 // from now; the renewal scripts never shorten a lease.

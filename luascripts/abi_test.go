@@ -215,3 +215,36 @@ func TestEvalTextCallsGlobals(t *testing.T) {
 		}
 	}
 }
+
+// TestPackedCalls checks the wire form of the acquire and release calls:
+// the lock's key alone and a few arguments (Redis grows a call's tables
+// one element at a time), and that every acquire and release script
+// unpacks them (wire.lua).
+func TestPackedCalls(t *testing.T) {
+	k := NewKeys("relock", "packed")
+	a := AcquireCall(MutexAcquire, k, Acquire{Owner: "c:1", LeaseMs: "30000", Wait: true, WaiterMs: "5000", Publish: "spublish", Within: "c:0", First: true, Extra: []string{"2", "8"}})
+	if !slices.Equal(a.Keys, []string{k.Lock}) || !slices.Equal(a.Args, []string{"c:1", "30000", "5000", "21sc:0", "2", "8"}) {
+		t.Errorf("acquire call: KEYS %v ARGV %v", a.Keys, a.Args)
+	}
+	r := ReleaseCall(MutexRelease, k, "c:1", "publish", 1, "0")
+	if !slices.Equal(r.Keys, []string{k.Lock}) || !slices.Equal(r.Args, []string{"c:1", "p1"}) {
+		t.Errorf("release call: KEYS %v ARGV %v", r.Keys, r.Args)
+	}
+	r = ReleaseCall(MutexRelease, k, "c:1", "spublish", 0, "60000")
+	if !slices.Equal(r.Args, []string{"c:1", "s0", "60000"}) {
+		t.Errorf("release call that records a gone owner: ARGV %v", r.Args)
+	}
+	for s := Script(1); s < numScripts; s++ {
+		l := scripts[s]
+		want := plain
+		switch {
+		case strings.HasSuffix(l.name, "_acquire"):
+			want = packedAcquire
+		case strings.HasSuffix(l.name, "_release"):
+			want = packedRelease
+		}
+		if l.wire != want || (want != plain) != slices.Contains(l.files, "wire.lua") {
+			t.Errorf("%s: wire %d with files %v; an acquire or release script unpacks its call (wire.lua)", l.name, l.wire, l.files)
+		}
+	}
+}

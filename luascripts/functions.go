@@ -55,7 +55,7 @@ func buildLibrary() (code, name string) {
 			}
 		}
 		bodies[s] = body.String()
-		sum.Write([]byte(scripts[s].name + " " + strconv.Itoa(int(scripts[s].effect)) + "\n" + bodies[s]))
+		sum.Write([]byte(scripts[s].name + " " + strconv.Itoa(int(scripts[s].effect)) + "\n" + scripts[s].wire.unpack("") + bodies[s]))
 	}
 	name = "relock_" + hex.EncodeToString(sum.Sum(nil))[:16]
 	var b strings.Builder
@@ -69,7 +69,7 @@ func buildLibrary() (code, name string) {
 			flags = "{'allow-oom'}"
 		}
 		b.WriteString("redis.register_function{function_name='" + l.fn + "', flags=" + flags +
-			", callback=function(KEYS, ARGV)\nnew_call()\n" + bodies[s] + "\nend}\n")
+			", callback=function(KEYS, ARGV)\nnew_call()\n" + l.wire.unpack("") + bodies[s] + "\nend}\n")
 	}
 	return b.String(), name
 }

@@ -26,8 +26,8 @@ func TestRunnerLoadsTheLibraryWhereItIsMissing(t *testing.T) {
 	r := luascripts.NewRunner(rc)
 	k := keysFor(t, rc)
 
-	acquire := luascripts.Call{Script: luascripts.MutexAcquire, Keys: k.acquireKeys(), Args: k.acquireArgs("a", 60000, false, 5000)}
-	release := luascripts.Call{Script: luascripts.MutexRelease, Keys: k.releaseKeys(), Args: []string{"a", k.wake, "publish", "1", "0"}}
+	acquire := luascripts.HeaderCall(luascripts.MutexAcquire, k.acquireKeys(), k.acquireArgs("a", 60000, false, 5000))
+	release := luascripts.HeaderCall(luascripts.MutexRelease, k.releaseKeys(), []string{"a", k.wake, "publish", "1", "0"})
 	for round := range 3 {
 		switch round {
 		case 1:
@@ -105,10 +105,10 @@ func TestRunnerFallsBackToEvalshaWithoutFunctions(t *testing.T) {
 	r := luascripts.NewRunner(rc)
 	k := lockKeys{"{m}", "{m}:fence", "{m}:queue", "{m}:readers", "{m}:gone", "{m}:wake"}
 	for range 3 {
-		reply, err := r.Exec(ctx, luascripts.Call{Script: luascripts.MutexAcquire, Keys: k.acquireKeys(), Args: k.acquireArgs("a", 60000, false, 5000)}).AsIntSlice()
+		reply, err := r.Exec(ctx, luascripts.HeaderCall(luascripts.MutexAcquire, k.acquireKeys(), k.acquireArgs("a", 60000, false, 5000))).AsIntSlice()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), reply[0])
-		n, err := r.ExecMulti(ctx, luascripts.Call{Script: luascripts.MutexRelease, Keys: k.releaseKeys(), Args: []string{"a", k.wake, "publish", "1", "0"}})[0].AsInt64()
+		n, err := r.ExecMulti(ctx, luascripts.HeaderCall(luascripts.MutexRelease, k.releaseKeys(), []string{"a", k.wake, "publish", "1", "0"}))[0].AsInt64()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n)
 	}
@@ -132,7 +132,7 @@ func TestRunnerPausesLoadsRedisRefused(t *testing.T) {
 		rc.Do(context.Background(), rc.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", "0").Build())
 	})
 	require.NoError(t, rc.Do(ctx, rc.B().ConfigResetstat().Build()).Error())
-	release := luascripts.Call{Script: luascripts.MutexRelease, Keys: k.releaseKeys(), Args: []string{"a", k.wake, "publish", "1", "0"}}
+	release := luascripts.HeaderCall(luascripts.MutexRelease, k.releaseKeys(), []string{"a", k.wake, "publish", "1", "0"})
 	for range 3 {
 		n, err := r.Exec(ctx, release).AsInt64()
 		require.NoError(t, err, "a release runs out of memory")

@@ -2,9 +2,10 @@
 // embedded at build time. Each file begins with a header naming its KEYS,
 // ARGV (with units) and return values.
 //
-// Every key a script touches is passed in KEYS and shares the lock's hash tag,
-// so a script runs in one cluster slot. Lock names reach a script only as
-// KEYS or ARGV, never spliced into its source.
+// Every key a script touches shares the lock's hash tag, so a script runs in
+// one cluster slot, and is passed in KEYS, or, for the acquire and release
+// calls, derived from the lock's key, the one they pass (wire.lua). Lock
+// names reach a script only as KEYS or ARGV, never spliced into its source.
 //
 // The engine runs scripts through a Runner (functions.go): as functions of
 // one Redis function library (FCALL), loaded where Redis lacks it, or by
@@ -43,7 +44,7 @@ var files embed.FS
 // or a loss notice, on that owner's client's channel; rw.lua holds the
 // read-write lock's shared functions; semaphore.lua the semaphore's;
 // owner.lua asks who holds a lock, taking a key of another kind's type for
-// "not held". Scripts are constants, so no other package can replace one;
+// "not held"; wire.lua unpacks the acquire and release calls (abi.go). Scripts are constants, so no other package can replace one;
 // the zero Script, None, is no script.
 type Script uint8
 
@@ -81,33 +82,33 @@ const (
 // at package init. A script is its files, in order: the fragments it uses
 // (fragments, below), then its own body.
 var scripts = [numScripts]*loaded{
-	MutexAcquire:     load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "mutex_acquire.lua"),
-	MutexRelease:     load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "mutex_release.lua"),
-	ReentrantAcquire: load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_acquire.lua"),
-	ReentrantReenter: load(writes, "time.lua", "owner.lua", "reentrant_reenter.lua"),
-	ReentrantRelease: load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
-	FairAcquire:      load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_acquire.lua"),
-	FairRelease:      load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_release.lua"),
-	WaiterHeartbeat:  load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "waiter_heartbeat.lua"),
-	RWReadAcquire:    load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "rw_read_acquire.lua"),
-	RWWriteAcquire:   load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_write_acquire.lua"),
-	RWReenter:        load(writes, "time.lua", "rw.lua", "owner.lua", "rw_reenter.lua"),
-	RWRenew:          load(keeps, "time.lua", "rw.lua", "owner.lua", "rw_renew.lua"),
-	RWRelease:        load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),
-	FenceRaise:       load(writes, "time.lua", "fence.lua", "fence_raise.lua"),
-	RedlockRenew:     load(keeps, "time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
-	Renew:            load(keeps, "time.lua", "owner.lua", "renew.lua"),
-	ForceUnlock:      load(keeps, "time.lua", "gone.lua", "wake.lua", "force_unlock.lua"),
+	MutexAcquire:     load(writes, packedAcquire, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "mutex_acquire.lua"),
+	MutexRelease:     load(keeps, packedRelease, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "mutex_release.lua"),
+	ReentrantAcquire: load(writes, packedAcquire, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_acquire.lua"),
+	ReentrantReenter: load(writes, plain, "time.lua", "owner.lua", "reentrant_reenter.lua"),
+	ReentrantRelease: load(keeps, packedRelease, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "reentrant_release.lua"),
+	FairAcquire:      load(writes, packedAcquire, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_acquire.lua"),
+	FairRelease:      load(keeps, packedRelease, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "fair_release.lua"),
+	WaiterHeartbeat:  load(keeps, plain, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "waiter_heartbeat.lua"),
+	RWReadAcquire:    load(writes, packedAcquire, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "rw_read_acquire.lua"),
+	RWWriteAcquire:   load(writes, packedAcquire, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_write_acquire.lua"),
+	RWReenter:        load(writes, plain, "time.lua", "rw.lua", "owner.lua", "rw_reenter.lua"),
+	RWRenew:          load(keeps, plain, "time.lua", "rw.lua", "owner.lua", "rw_renew.lua"),
+	RWRelease:        load(keeps, packedRelease, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "rw.lua", "owner.lua", "rw_release.lua"),
+	FenceRaise:       load(writes, plain, "time.lua", "fence.lua", "fence_raise.lua"),
+	RedlockRenew:     load(keeps, plain, "time.lua", "fence.lua", "gone.lua", "redlock_renew.lua"),
+	Renew:            load(keeps, plain, "time.lua", "owner.lua", "renew.lua"),
+	ForceUnlock:      load(keeps, plain, "time.lua", "gone.lua", "wake.lua", "force_unlock.lua"),
 
-	SemaphoreAcquire:   load(writes, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_acquire.lua"),
-	SemaphoreRelease:   load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_release.lua"),
-	SemaphoreRenew:     load(keeps, "time.lua", "semaphore_renew.lua"),
-	SemaphoreAvailable: load(keeps, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_available.lua"),
+	SemaphoreAcquire:   load(writes, packedAcquire, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_acquire.lua"),
+	SemaphoreRelease:   load(keeps, packedRelease, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_release.lua"),
+	SemaphoreRenew:     load(keeps, plain, "time.lua", "semaphore_renew.lua"),
+	SemaphoreAvailable: load(keeps, plain, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_available.lua"),
 }
 
 // fragments are the files that define functions for the scripts' bodies,
 // each after those it uses. A script's fragments come in this order.
-var fragments = []string{"time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "rw.lua", "semaphore.lua"}
+var fragments = []string{"time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "owner.lua", "rw.lua", "semaphore.lua"}
 
 // What a script does to the locks, for its function's flags (functions.go).
 type effect uint8
@@ -125,6 +126,31 @@ const (
 	keeps
 )
 
+// How a script's call reaches its body: with the KEYS and ARGV its header
+// names (plain), or packed (abi.go: AcquireCall, ReleaseCall), which the
+// script unpacks first (wire.lua).
+type wire uint8
+
+const (
+	plain wire = iota
+	packedAcquire
+	packedRelease
+)
+
+// unpack is the line that unpacks a call packed as w into the KEYS and
+// ARGV its body reads; decl is "local " for a script run by EVAL, whose
+// KEYS and ARGV are read-only globals, "" for a function, whose are its
+// parameters. "" for a plain call.
+func (w wire) unpack(decl string) string {
+	switch w {
+	case packedAcquire:
+		return decl + "KEYS, ARGV = acquire_call(KEYS, ARGV)\n"
+	case packedRelease:
+		return decl + "KEYS, ARGV = release_call(KEYS, ARGV)\n"
+	}
+	return ""
+}
+
 // loaded is a script's text, its SHA1, rueidis's EVALSHA/EVAL runner, and
 // what its function (functions.go) is made of.
 type loaded struct {
@@ -134,6 +160,7 @@ type loaded struct {
 	name   string   // the script's name: its last file's, without ".lua"
 	files  []string // its files, in order
 	effect effect
+	wire   wire
 	fn     string // its function's name in the library
 }
 
@@ -151,14 +178,15 @@ func (s Script) must() *loaded {
 }
 
 // load returns the script made of files, in order, with a call of
-// new_call (time.lua) between its fragments and its body, as its function
-// in the library has (functions.go), and the calls of the functions
-// time.lua keeps in locals spelled as globals (evalGlobals).
-func load(e effect, names ...string) *loaded {
+// new_call (time.lua) between its fragments and its body, then, for a call
+// packed as w, its unpacking (wire.lua), as its function in the library
+// has (functions.go), and the calls of the functions time.lua keeps in
+// locals spelled as globals (evalGlobals).
+func load(e effect, w wire, names ...string) *loaded {
 	var text strings.Builder
 	for i, name := range names {
 		if i > 0 && !slices.Contains(fragments, name) && slices.Contains(fragments, names[i-1]) {
-			text.WriteString("new_call()\n")
+			text.WriteString("new_call()\n" + w.unpack("local "))
 		}
 		text.WriteString(file(name))
 	}
@@ -166,7 +194,7 @@ func load(e effect, names ...string) *loaded {
 	sum := sha1.Sum([]byte(src))
 	return &loaded{
 		lua: rueidis.NewLuaScript(src), text: src, sha1: hex.EncodeToString(sum[:]),
-		name: strings.TrimSuffix(names[len(names)-1], ".lua"), files: names, effect: e,
+		name: strings.TrimSuffix(names[len(names)-1], ".lua"), files: names, effect: e, wire: w,
 	}
 }
 

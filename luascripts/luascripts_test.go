@@ -73,8 +73,8 @@ func serverMicros(t *testing.T, rc rueidis.Client) int64 {
 func acquire(t *testing.T, rc rueidis.Client, key, fence, owner string, leaseMs int) []int64 {
 	t.Helper()
 	require.Equal(t, key+":fence", fence)
-	v, err := luascripts.MutexAcquire.Exec(context.Background(), rc, acquireKeysOf(key),
-		[]string{owner, strconv.Itoa(leaseMs), "1", "5000", key + ":wake", "publish", ""}).AsIntSlice()
+	v, err := luascripts.HeaderCall(luascripts.MutexAcquire, acquireKeysOf(key),
+		[]string{owner, strconv.Itoa(leaseMs), "1", "5000", key + ":wake", "publish", ""}).Exec(context.Background(), rc).AsIntSlice()
 	require.NoError(t, err)
 	return reply(t, v)
 }
@@ -191,7 +191,7 @@ func TestMutexRelease(t *testing.T) {
 	acquire(t, rc, key, fence, "a", 10000)
 
 	release := func(owner string) int64 {
-		n, err := luascripts.MutexRelease.Exec(ctx, rc, releaseKeysOf(key), []string{owner, channel, "publish", "1", "0"}).AsInt64()
+		n, err := luascripts.HeaderCall(luascripts.MutexRelease, releaseKeysOf(key), []string{owner, channel, "publish", "1", "0"}).Exec(ctx, rc).AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -228,7 +228,7 @@ func TestRenew(t *testing.T) {
 	ctx := context.Background()
 	key, fence, _ := lock(t, rc)
 	renew := func(owner string, ms int) int64 {
-		n, err := luascripts.Renew.Exec(ctx, rc, []string{key}, []string{owner, strconv.Itoa(ms)}).AsInt64()
+		n, err := luascripts.HeaderCall(luascripts.Renew, []string{key}, []string{owner, strconv.Itoa(ms)}).Exec(ctx, rc).AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -266,7 +266,7 @@ func TestForceUnlock(t *testing.T) {
 	ctx := context.Background()
 	key, fence, channel := lock(t, rc)
 	force := func() int64 {
-		n, err := luascripts.ForceUnlock.Exec(ctx, rc, []string{key}, []string{channel, "publish", "0"}).AsInt64()
+		n, err := luascripts.HeaderCall(luascripts.ForceUnlock, []string{key}, []string{channel, "publish", "0"}).Exec(ctx, rc).AsInt64()
 		require.NoError(t, err)
 		return n
 	}
@@ -287,9 +287,9 @@ func TestExecMultiMixesScriptsAndReloads(t *testing.T) {
 	// Flushed scripts (a restart, a failover) come back through EVAL.
 	require.NoError(t, rc.Do(ctx, rc.B().ScriptFlush().Build()).Error())
 	res := luascripts.ExecMulti(ctx, rc,
-		luascripts.Call{Script: luascripts.Renew, Keys: []string{key}, Args: []string{"a", "60000"}},
-		luascripts.Call{Script: luascripts.ForceUnlock, Keys: []string{key + "x"}, Args: []string{"ch", "publish"}},
-		luascripts.Call{Script: luascripts.Renew, Keys: []string{key}, Args: []string{"b", "60000"}},
+		luascripts.HeaderCall(luascripts.Renew, []string{key}, []string{"a", "60000"}),
+		luascripts.HeaderCall(luascripts.ForceUnlock, []string{key + "x"}, []string{"ch", "publish"}),
+		luascripts.HeaderCall(luascripts.Renew, []string{key}, []string{"b", "60000"}),
 	)
 	require.Len(t, res, 3)
 	for i, want := range []int64{1, 0, 0} {
@@ -313,21 +313,21 @@ func TestHashScriptsRefuseWrongOwner(t *testing.T) {
 	}{
 		{"reentrant", luascripts.ReentrantAcquire, []luascripts.Call{
 			{Script: luascripts.ReentrantReenter, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000", "2"}},
-			{Script: luascripts.ReentrantRelease, Keys: k.releaseKeys(), Args: []string{"b", k.wake, "publish", "1", "0"}},
+			luascripts.HeaderCall(luascripts.ReentrantRelease, k.releaseKeys(), []string{"b", k.wake, "publish", "1", "0"}),
 			{Script: luascripts.Renew, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000"}},
 		}},
 		{"fair", luascripts.FairAcquire, []luascripts.Call{
-			{Script: luascripts.FairRelease, Keys: k.releaseKeys(), Args: []string{"b", k.wake, "publish", "1", "0"}},
+			luascripts.HeaderCall(luascripts.FairRelease, k.releaseKeys(), []string{"b", k.wake, "publish", "1", "0"}),
 		}},
 		{"rwlock", luascripts.RWWriteAcquire, []luascripts.Call{
 			{Script: luascripts.RWReenter, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000", "2"}},
-			{Script: luascripts.RWRelease, Keys: k.releaseKeys(), Args: []string{"b", k.wake, "publish", "1", "0"}},
+			luascripts.HeaderCall(luascripts.RWRelease, k.releaseKeys(), []string{"b", k.wake, "publish", "1", "0"}),
 			{Script: luascripts.RWRenew, Keys: []string{k.lock, k.readers}, Args: []string{"b", "60000"}},
 		}},
 	} {
 		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(k.lock, k.queue, k.readers).Build()).Error())
-		got, err := tc.acquire.Exec(ctx, rc, k.acquireKeys(),
-			[]string{"a", "10000", "1", "5000", k.wake, "publish", ""}).AsIntSlice()
+		got, err := luascripts.HeaderCall(tc.acquire, k.acquireKeys(),
+			[]string{"a", "10000", "1", "5000", k.wake, "publish", ""}).Exec(ctx, rc).AsIntSlice()
 		require.NoError(t, err, tc.name)
 		require.Equal(t, int64(1), got[0], tc.name)
 		before, err := rc.Do(ctx, rc.B().Dump().Key(k.lock).Build()).ToString()
@@ -412,7 +412,7 @@ func (k lockKeys) waiters(t *testing.T, rc rueidis.Client) []luascripts.QueuedWa
 // run executes script with keys and args, and returns its reply.
 func run(t *testing.T, rc rueidis.Client, script luascripts.Script, keys, args []string) rueidis.RedisResult {
 	t.Helper()
-	r := script.Exec(context.Background(), rc, keys, args)
+	r := luascripts.HeaderCall(script, keys, args).Exec(context.Background(), rc)
 	require.NoError(t, r.Error())
 	return r
 }

@@ -33,16 +33,21 @@ import (
 //
 //	RELOCK_CALLGRIND=1 go test -run '^$' -bench RedisTime -benchtime 2000x ./luascripts
 //
+// RELOCK_CALLGRIND_OUT=dir keeps each benchmark's dump there, for
+// callgrind_annotate to say where the instructions went (a redis-server
+// built with symbols first in PATH names Redis's functions).
+//
 // The pairs:
 //   - functions, evalsha: relock's mutex scripts run as functions of the
 //     library (the Runner's way) and by EVALSHA (without functions);
 //   - empty functions: two functions that only return, called with the
-//     mutex scripts' KEYS and ARGV: the cost of two calls with the
-//     contract's arguments before any work;
+//     mutex scripts' KEYS and ARGV as the engine packs them (the lock's
+//     key alone: wire.lua): the cost of two calls before any work;
 //   - commands alone: a function pair that runs exactly the commands an
 //     uncontended acquire and release need (EXISTS of the queue and gone
 //     keys, SET NX GET, TIME and the fence's SET GET; GET, the queue,
-//     DEL, PUBLISH) and nothing else;
+//     DEL, PUBLISH), on the keys it derives from the lock's, and nothing
+//     else;
 //   - bsm-redislock: github.com/bsm/redislock's obtain and release
 //     scripts (SET NX PX; GET, DEL) by EVALSHA, the leanest peer.
 func BenchmarkRedisTime(b *testing.B) {
@@ -57,18 +62,20 @@ func BenchmarkRedisTime(b *testing.B) {
 redis.register_function('floor_empty_acquire', function(KEYS, ARGV) return {1, 1} end)
 redis.register_function('floor_empty_release', function(KEYS, ARGV) return 1 end)
 redis.register_function('floor_acquire', function(KEYS, ARGV)
-  if redis.call('exists', KEYS[3], KEYS[5]) ~= 0 then return {0, 0} end
-  if redis.pcall('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') then return {0, 0} end
+  local lock = KEYS[1]
+  if redis.call('exists', lock .. ':queue', lock .. ':gone') ~= 0 then return {0, 0} end
+  if redis.pcall('set', lock, ARGV[1], 'NX', 'PX', ARGV[2], 'GET') then return {0, 0} end
   local t = redis.call('time')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('set', KEYS[2], now, 'PX', 86400000, 'GET')
+  redis.call('set', lock .. ':fence', now, 'PX', 86400000, 'GET')
   return {1, tonumber(now)}
 end)
 redis.register_function{function_name='floor_release', flags={'allow-oom'}, callback=function(KEYS, ARGV)
-  if redis.pcall('get', KEYS[1]) ~= ARGV[1] then return 0 end
-  if redis.call('exists', KEYS[2]) ~= 0 then return 0 end
-  redis.call('del', KEYS[1])
-  redis.call(ARGV[3], ARGV[2], 'one')
+  local lock = KEYS[1]
+  if redis.pcall('get', lock) ~= ARGV[1] then return 0 end
+  if redis.call('exists', lock .. ':queue') ~= 0 then return 0 end
+  redis.call('del', lock)
+  redis.call('publish', lock .. ':wake', 'one')
   return 1
 end}
 `
@@ -249,6 +256,12 @@ func (cg *callgrind) instructions(b *testing.B) float64 {
 	text, err := os.ReadFile(fresh[0])
 	if err != nil {
 		b.Fatal(err)
+	}
+	if keep := os.Getenv("RELOCK_CALLGRIND_OUT"); keep != "" {
+		// The dump, kept for callgrind_annotate: where the instructions go.
+		if err := os.WriteFile(filepath.Join(keep, "callgrind."+strings.ReplaceAll(b.Name(), "/", ".")), text, 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for _, line := range strings.Split(string(text), "\n") {
 		if v, ok := strings.CutPrefix(line, "summary: "); ok {

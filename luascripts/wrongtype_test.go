@@ -33,15 +33,15 @@ func TestScriptsOnALockOfAnotherKind(t *testing.T) {
 				for _, first := range []string{"0", "1"} { // a later attempt, and the owner's first
 					args := k.acquireArgs("x", 60000, wait, 5000)
 					args[7] = first
-					got, err := luascripts.ExecMulti(t.Context(), rc, luascripts.Call{Script: kd.acquire, Keys: k.acquireKeys(), Args: args})[0].AsIntSlice()
+					got, err := luascripts.ExecMulti(t.Context(), rc, luascripts.HeaderCall(kd.acquire, k.acquireKeys(), args))[0].AsIntSlice()
 					if assert.NoError(t, err, what) {
 						assert.Equal(t, int64(0), got[0], "%s: acquire (first %s) is refused", what, first)
 					}
 				}
 			}
 			calls := []luascripts.Call{
-				{Script: kd.release, Keys: k.releaseKeys(), Args: []string{"x", k.wake, "publish", "1", "0"}},
-				{Script: kd.release, Keys: k.releaseKeys(), Args: []string{"x", k.wake, "publish", "0", "60000"}},
+				luascripts.HeaderCall(kd.release, k.releaseKeys(), []string{"x", k.wake, "publish", "1", "0"}),
+				luascripts.HeaderCall(kd.release, k.releaseKeys(), []string{"x", k.wake, "publish", "0", "60000"}),
 				{Script: kd.renew, Keys: []string{k.lock, k.readers}, Args: []string{"x", "60000"}},
 			}
 			if kd.reenter != luascripts.None {

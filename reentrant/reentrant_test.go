@@ -2,7 +2,6 @@ package reentrant_test
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,7 +149,7 @@ func TestRetriedReleaseCountsOnce(t *testing.T) {
 		owner = f
 	}
 	release := func(depth int) {
-		n, err := luascripts.ReentrantRelease.Exec(context.Background(), rc, []string{key}, []string{owner, key + ":wake", "publish", strconv.Itoa(depth)}).AsInt64()
+		n, err := luascripts.ReleaseCall(luascripts.ReentrantRelease, luascripts.NewKeys("relock", t.Name()), owner, "publish", depth, "0").Exec(context.Background(), rc).AsInt64()
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 	}
