@@ -98,6 +98,7 @@ var libraries = []*library{
 	relockLibrary("relock-rwlock-write", "relock rwlock", "rwlock.New, write lock", "relock rwlock (write)", inUncontended|inDistinct, relockRWWrite),
 	relockSemaphoreLibrary(),
 	relockScripts(),
+	relockCommands(),
 	relockNoPipelining(),
 	relockDeadline(),
 	relockRWMix(),

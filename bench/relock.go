@@ -231,6 +231,53 @@ func relockScripts() *library {
 	}
 }
 
+// relockCommands is a diagnostic row: the commands an uncontended mutex
+// Lock+Unlock needs to keep relock's contract (the fencing token from the
+// server clock, the queue and gone checks, the wake-up), run by two
+// functions that do nothing else (luascripts.FloorLibrary), through the
+// same client. The floor of relock's Redis time: what the scripts cost
+// above it is theirs, what it costs above the peers is the contract's.
+func relockCommands() *library {
+	return &library{
+		Lib: Lib{ID: "relock-commands", Name: "relock's commands alone", Variant: "diagnostic: the commands an uncontended Lock+Unlock needs, in two bare functions",
+			Label: "relock's commands alone", Client: clientRueidis},
+		in: inUncontended | inDistinct,
+		open: func(addr string, sent *sentCommands) (locker, func(), error) {
+			rc, err := rueidis.NewClient(rueidisOption(addr, false))
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := rc.Do(context.Background(), rc.B().FunctionLoad().Replace().FunctionCode(luascripts.FloorLibrary).Build()).Error(); err != nil {
+				rc.Close()
+				return nil, nil, err
+			}
+			return commandsLocker{rc: sent.wrap(rc), owner: "bench-owner"}, rc.Close, nil
+		},
+	}
+}
+
+// commandsLocker calls luascripts.FloorLibrary's pair with the packed
+// calls' KEYS and ARGV.
+type commandsLocker struct {
+	rc    rueidis.Client
+	owner string
+}
+
+func (l commandsLocker) Lock(ctx context.Context, key string) (func() error, error) {
+	lock := luascripts.NewKeys(relock.DefaultKeyPrefix, key).Lock
+	lease := strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds(), 10)
+	v, err := l.rc.Do(ctx, l.rc.B().Fcall().Function(luascripts.FloorAcquire).Numkeys(1).Key(lock).Arg(l.owner, lease).Build()).AsIntSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 2 || v[0] != 1 {
+		return nil, relock.ErrNotAcquired
+	}
+	return func() error {
+		return l.rc.Do(context.Background(), l.rc.B().Fcall().Function(luascripts.FloorRelease).Numkeys(1).Key(lock).Arg(l.owner).Build()).Error()
+	}, nil
+}
+
 // scriptLocker runs relock's mutex scripts with the engine's calls, built
 // by the script ABI (luascripts/abi.go).
 type scriptLocker struct {

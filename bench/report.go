@@ -377,7 +377,10 @@ func profileReading(res *Results, p ProfileSummary) string {
 		}
 		fmt.Fprintf(&b, "On Redis, a relock Lock+Unlock runs %.0f commands in %.1f µs of server time (%s)", u.Server.PerOp, u.Server.UsecOp, u.Server.Top)
 		if bsm != nil {
-			fmt.Fprintf(&b, ", where bsm/redislock runs %.0f in %.1f µs: the fencing token (INCR, TIME, SET) and the wake-up PUBLISH are work the peers do not do", bsm.Server.PerOp, bsm.Server.UsecOp)
+			fmt.Fprintf(&b, ", where bsm/redislock runs %.0f in %.1f µs: the fencing token (TIME, SET … GET), the queue and gone checks and the wake-up PUBLISH are work the peers do not do", bsm.Server.PerOp, bsm.Server.UsecOp)
+		}
+		if c := uncontended(res, "relock-commands"); c != nil && c.Server.UsecKnown {
+			fmt.Fprintf(&b, "; those commands alone, in two functions that do nothing else, take %.1f µs", c.Server.UsecOp)
 		}
 		fmt.Fprintf(&b, ". Two round trips at the PING p50 are %s; relock's p50 is %s. On this %d-core machine the client and the single-threaded server share the cores, so every microsecond of client and script work lengthens the round trip.",
 			fmtDur(2*floor), fmtDur(u.P50), res.Meta.Cores)
@@ -389,6 +392,9 @@ func profileReading(res *Results, p ProfileSummary) string {
 		if alone != nil {
 			fmt.Fprintf(&b, "relock's scripts called alone by 64 goroutines reach %s ops/s, relock %s: the engine costs %s of the throughput. ",
 				fmtRate(alone.OpsPerSec), fmtRate(d.OpsPerSec), fmtPct(1-d.OpsPerSec/alone.OpsPerSec))
+		}
+		if c := distinct(res, "relock-commands"); c != nil {
+			fmt.Fprintf(&b, "The commands relock's contract needs, alone in two functions that do nothing else, reach %s ops/s at %.1f µs of server time per operation: the floor of any design that keeps the contract. ", fmtRate(c.OpsPerSec), c.Server.UsecOp)
 		}
 		fmt.Fprintf(&b, "Redis was busy %s of the time at %.1f µs of server time per operation (%s). ", fmtPct(d.Server.CPU/d.Seconds), d.Server.UsecOp, d.Server.Top)
 		if d.Server.CPU/d.Seconds > 0.8 {

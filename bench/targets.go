@@ -148,7 +148,7 @@ func evaluate(res *Results) []Target {
 		rl, p := distinct(res, "relock"), distinct(res, peer.id)
 		if rl != nil && p != nil && p.OpsPerSec > 0 {
 			r := rl.OpsPerSec / p.OpsPerSec
-			t.set(r, r >= peer.want, times(r), "%.2f× (%s vs %s ops/s)", r, fmtRate(rl.OpsPerSec), fmtRate(p.OpsPerSec))
+			t.set(r, r >= peer.want, times(r), "%.2f× (%s vs %s ops/s)%s", r, fmtRate(rl.OpsPerSec), fmtRate(p.OpsPerSec), commandsFloor(distinct(res, "relock-commands"), p))
 		}
 		ts = append(ts, t)
 	}
@@ -492,6 +492,16 @@ func watchdogScale(res *Results) []WatchdogRow {
 	return rows
 }
 
+// commandsFloor is what the target of relock's distinct-key ops/s over
+// peer's says of relock's commands alone (the floor of its Redis time:
+// bench/relock.go, relockCommands), c, or "" without that row.
+func commandsFloor(c, peer *ThroughputRow) string {
+	if c == nil || peer == nil || peer.OpsPerSec == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; relock's commands alone, %s ops/s: %.2f×", fmtRate(c.OpsPerSec), c.OpsPerSec/peer.OpsPerSec)
+}
+
 // uncontendedPathTargets are group 9: the Redis time of an uncontended
 // Lock+Unlock, and the latency of the fastest setup for one caller.
 func uncontendedPathTargets(res *Results) []Target {
@@ -506,7 +516,11 @@ func uncontendedPathTargets(res *Results) []Target {
 	t = target(9, "uncontended", "relock", "uncontended Lock+Unlock: Redis µs per op vs bsm/redislock's", "Redis µs ÷ bsm/redislock's", fmt.Sprintf("≤ %.1f×", targetRedisUsecVsBsm))
 	if u != nil && bsm != nil && u.Server.UsecKnown && bsm.Server.UsecKnown && bsm.Server.UsecOp > 0 {
 		r := u.Server.UsecOp / bsm.Server.UsecOp
-		t.set(r, r <= targetRedisUsecVsBsm, times(r), "%.2f× (%.1f vs %.1f µs)", r, u.Server.UsecOp, bsm.Server.UsecOp)
+		floor := ""
+		if c := uncontended(res, "relock-commands"); c != nil && c.Server.UsecKnown {
+			floor = fmt.Sprintf("; relock's commands alone, %.1f µs: %.2f×", c.Server.UsecOp, c.Server.UsecOp/bsm.Server.UsecOp)
+		}
+		t.set(r, r <= targetRedisUsecVsBsm, times(r), "%.2f× (%.1f vs %.1f µs)%s", r, u.Server.UsecOp, bsm.Server.UsecOp, floor)
 	}
 	ts = append(ts, t)
 	t = target(9, "uncontended", "relock-nopipe", "uncontended Lock+Unlock p50, the fastest setup for one caller (a client with DisableAutoPipelining) vs bsm/redislock at its defaults",
@@ -520,7 +534,12 @@ func uncontendedPathTargets(res *Results) []Target {
 	if ping := floorP50(res, floorPipelined); u != nil && ping > 0 && u.Server.UsecKnown {
 		bound := 2*ping + time.Duration(u.Server.UsecOp*float64(time.Microsecond))
 		r := float64(u.P50) / float64(bound)
-		t.set(r, r <= 1, times(r), "%.2f× (%s vs 2 × %s + %.1f µs = %s)", r, fmtDur(u.P50), fmtDur(ping), u.Server.UsecOp, fmtDur(bound))
+		peers := ""
+		if goPing := floorP50(res, floorOf(clientGoRedis)); bsm != nil && goPing > 0 && bsm.Server.UsecKnown {
+			b := 2*goPing + time.Duration(bsm.Server.UsecOp*float64(time.Microsecond))
+			peers = fmt.Sprintf("; bsm/redislock by the same measure: %.2f× (%s vs 2 × %s + %.1f µs)", float64(bsm.P50)/float64(b), fmtDur(bsm.P50), fmtDur(goPing), bsm.Server.UsecOp)
+		}
+		t.set(r, r <= 1, times(r), "%.2f× (%s vs 2 × %s + %.1f µs = %s)%s", r, fmtDur(u.P50), fmtDur(ping), u.Server.UsecOp, fmtDur(bound), peers)
 	}
 	ts = append(ts, t)
 	return ts

@@ -43,10 +43,8 @@ import (
 //   - empty functions: two functions that only return, called with the
 //     mutex scripts' KEYS and ARGV as the engine packs them (the lock's
 //     key alone: wire.lua): the cost of two calls before any work;
-//   - commands alone: a function pair that runs exactly the commands an
-//     uncontended acquire and release need (EXISTS of the queue and gone
-//     keys, SET NX GET, TIME and the fence's SET GET; GET, the queue,
-//     DEL, PUBLISH), on the keys it derives from the lock's, and nothing
+//   - commands alone: luascripts.FloorLibrary's pair, which runs exactly
+//     the commands an uncontended acquire and release need, and nothing
 //     else;
 //   - bsm-redislock: github.com/bsm/redislock's obtain and release
 //     scripts (SET NX PX; GET, DEL) by EVALSHA, the leanest peer.
@@ -58,28 +56,7 @@ func BenchmarkRedisTime(b *testing.B) {
 	acquire := luascripts.AcquireCall(luascripts.MutexAcquire, k, luascripts.Acquire{Owner: owner, LeaseMs: "30000", Wait: true, WaiterMs: "30000", Publish: "publish"})
 	release := luascripts.ReleaseCall(luascripts.MutexRelease, k, owner, "publish", 1, "0")
 
-	const floor = `#!lua name=relock_floor
-redis.register_function('floor_empty_acquire', function(KEYS, ARGV) return {1, 1} end)
-redis.register_function('floor_empty_release', function(KEYS, ARGV) return 1 end)
-redis.register_function('floor_acquire', function(KEYS, ARGV)
-  local lock = KEYS[1]
-  if redis.call('exists', lock .. ':queue', lock .. ':gone') ~= 0 then return {0, 0} end
-  if redis.pcall('set', lock, ARGV[1], 'NX', 'PX', ARGV[2], 'GET') then return {0, 0} end
-  local t = redis.call('time')
-  local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('set', lock .. ':fence', now, 'PX', 86400000, 'GET')
-  return {1, tonumber(now)}
-end)
-redis.register_function{function_name='floor_release', flags={'allow-oom'}, callback=function(KEYS, ARGV)
-  local lock = KEYS[1]
-  if redis.pcall('get', lock) ~= ARGV[1] then return 0 end
-  if redis.call('exists', lock .. ':queue') ~= 0 then return 0 end
-  redis.call('del', lock)
-  redis.call('publish', lock .. ':wake', 'one')
-  return 1
-end}
-`
-	if err := rc.Do(ctx, rc.B().FunctionLoad().Replace().FunctionCode(floor).Build()).Error(); err != nil {
+	if err := rc.Do(ctx, rc.B().FunctionLoad().Replace().FunctionCode(luascripts.FloorLibrary).Build()).Error(); err != nil {
 		b.Fatal(err)
 	}
 	fcallAs := func(fn string, c luascripts.Call) func() error {
@@ -102,8 +79,8 @@ if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset
 	}{
 		{"functions", func() error { return runner.Exec(ctx, acquire).Error() }, func() error { return runner.Exec(ctx, release).Error() }},
 		{"evalsha", func() error { return acquire.Exec(ctx, rc).Error() }, func() error { return release.Exec(ctx, rc).Error() }},
-		{"empty-functions", fcallAs("floor_empty_acquire", acquire), fcallAs("floor_empty_release", release)},
-		{"commands-alone", fcallAs("floor_acquire", acquire), fcallAs("floor_release", release)},
+		{"empty-functions", fcallAs(luascripts.FloorEmptyAcquire, acquire), fcallAs(luascripts.FloorEmptyRelease, release)},
+		{"commands-alone", fcallAs(luascripts.FloorAcquire, acquire), fcallAs(luascripts.FloorRelease, release)},
 		{"bsm-redislock", func() error { return bsmObtain.Exec(ctx, rc, bsmKey, []string{bsmToken, "0", "8000"}).Error() },
 			func() error { return bsmRelease.Exec(ctx, rc, bsmKey, []string{bsmToken}).Error() }},
 	} {
