@@ -235,15 +235,24 @@ func relockScripts() *library {
 // Lock+Unlock needs to keep relock's contract (the fencing token from the
 // server clock, the queue and gone checks, the wake-up), run by two
 // functions that do nothing else (luascripts.FloorLibrary), through the
-// same client. The floor of relock's Redis time: what the scripts cost
-// above it is theirs, what it costs above the peers is the contract's.
-func relockCommands() *library {
+// same client (or, noAutoPipelining, on the fastest setup's). The floor
+// of relock's Redis time and latency: what the scripts cost above it is
+// theirs, what it costs above the peers is the contract's.
+func relockCommands(noAutoPipelining bool) *library {
+	lib := Lib{ID: "relock-commands", Name: "relock's commands alone", Variant: "diagnostic: the commands an uncontended Lock+Unlock needs, in two bare functions",
+		Label: "relock's commands alone", Client: clientRueidis}
+	in := inUncontended | inDistinct
+	if noAutoPipelining {
+		lib.ID, lib.Name, lib.Label = "relock-commands-nopipe", "relock's commands alone, DisableAutoPipelining", "relock's commands alone, no auto-pipelining"
+		lib.Variant += ", on a rueidis client with DisableAutoPipelining: true"
+		lib.Client = clientRueidisNoPipe
+		in = inUncontended
+	}
 	return &library{
-		Lib: Lib{ID: "relock-commands", Name: "relock's commands alone", Variant: "diagnostic: the commands an uncontended Lock+Unlock needs, in two bare functions",
-			Label: "relock's commands alone", Client: clientRueidis},
-		in: inUncontended | inDistinct,
+		Lib: lib,
+		in:  in,
 		open: func(addr string, sent *sentCommands) (locker, func(), error) {
-			rc, err := rueidis.NewClient(rueidisOption(addr, false))
+			rc, err := rueidis.NewClient(rueidisOption(addr, noAutoPipelining))
 			if err != nil {
 				return nil, nil, err
 			}
