@@ -2,6 +2,7 @@ package relocktest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -571,4 +572,30 @@ func TestSemaphore(t *testing.T) {
 	}
 	assert.ErrorIs(t, held.Unlock(), relock.ErrLockLost)
 	assert.ErrorIs(t, one.Unlock(), relock.ErrLockLost)
+}
+
+// TestSemaphoreAttemptsAcrossHolderExpiry acquires a semaphore again and
+// again as its holder's fixed lease runs out. miniredis expires keys by
+// the wall clock (ClockTTL), between two commands of one script too, which
+// Redis never does (a script sees its start time): an attempt that found
+// the holder expired by its score may find its key gone at the next
+// command. Every attempt must still answer (granted or not), never fail.
+func TestSemaphoreAttemptsAcrossHolderExpiry(t *testing.T) {
+	srv := relocktest.NewServer(t)
+	c := srv.Client(t)
+	for i := range 100 {
+		s := semaphore.New(c, fmt.Sprintf("expiring-%d", i), 1, relock.WithLease(10*time.Millisecond))
+		held, err := s.Acquire(context.Background(), 1)
+		require.NoError(t, err)
+		for {
+			l, err := s.TryAcquire(context.Background(), 1)
+			if errors.Is(err, relock.ErrNotAcquired) {
+				continue
+			}
+			require.NoError(t, err, "an attempt as the holder's lease ends")
+			require.NoError(t, l.Unlock())
+			break
+		}
+		assert.ErrorIs(t, held.Unlock(), relock.ErrLockLost)
+	}
 }
