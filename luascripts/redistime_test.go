@@ -40,6 +40,7 @@ import (
 // The pairs:
 //   - functions, evalsha: relock's mutex scripts run as functions of the
 //     library (the Runner's way) and by EVALSHA (without functions);
+//   - semaphore: the semaphore's Acquire(1) and release, as functions;
 //   - empty functions: two functions that only return, called with the
 //     mutex scripts' KEYS and ARGV as the engine packs them (the lock's
 //     key alone: wire.lua): the cost of two calls before any work;
@@ -55,6 +56,10 @@ func BenchmarkRedisTime(b *testing.B) {
 	owner := "bench-0123456789abcdef0123456789abcdef:1"
 	acquire := luascripts.AcquireCall(luascripts.MutexAcquire, k, luascripts.Acquire{Owner: owner, LeaseMs: "30000", Wait: true, WaiterMs: "30000", Publish: "publish"})
 	release := luascripts.ReleaseCall(luascripts.MutexRelease, k, owner, "publish", 1, "0")
+	sk := luascripts.NewKeys("relock", "bench-semaphore")
+	semAcquire := luascripts.AcquireCall(luascripts.SemaphoreAcquire, sk, luascripts.Acquire{Owner: owner, LeaseMs: "30000", Wait: true, Queue: true,
+		WaiterMs: "30000", Publish: "publish", First: true, Extra: []string{"1", "8"}})
+	semRelease := luascripts.ReleaseCall(luascripts.SemaphoreRelease, sk, owner, "publish", 1, "0")
 
 	if err := rc.Do(ctx, rc.B().FunctionLoad().Replace().FunctionCode(luascripts.FloorLibrary).Build()).Error(); err != nil {
 		b.Fatal(err)
@@ -78,6 +83,7 @@ if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset
 		acquire, release func() error
 	}{
 		{"functions", func() error { return runner.Exec(ctx, acquire).Error() }, func() error { return runner.Exec(ctx, release).Error() }},
+		{"semaphore", func() error { return runner.Exec(ctx, semAcquire).Error() }, func() error { return runner.Exec(ctx, semRelease).Error() }},
 		{"evalsha", func() error { return acquire.Exec(ctx, rc).Error() }, func() error { return release.Exec(ctx, rc).Error() }},
 		{"empty-functions", fcallAs(luascripts.FloorEmptyAcquire, acquire), fcallAs(luascripts.FloorEmptyRelease, release)},
 		{"commands-alone", fcallAs(luascripts.FloorAcquire, acquire), fcallAs(luascripts.FloorRelease, release)},

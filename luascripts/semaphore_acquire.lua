@@ -42,6 +42,19 @@ local n, size = ARGV[9] + 0, ARGV[10] + 0
 -- (the uncontended case) costs that EXISTS alone: fresh, with nothing to
 -- read.
 local seen = redis_call('exists', gone, queue, queue, lock, lock, lock, lock)
+if seen == 0 and n <= size then
+  -- Nothing gone, queued or held: a fresh semaphore, whose first grant
+  -- writes the hash whole (what grant, below, writes for it through w:
+  -- the permits held, the size, the holder's field and keep, the
+  -- holder's expiry), and sets both keys' expiries.
+  local token = next_token_string(fence)
+  local expiry = string_format('%d', server_ms() + ms)
+  redis_call('hset', lock, used_field, ARGV[9], size_field, ARGV[10], owner, ARGV[9] .. ' ' .. token, keep_field, expiry)
+  redis_call('pexpire', lock, ARGV[2])
+  redis_call('zadd', holders, expiry, owner)
+  redis_call('pexpire', holders, ARGV[2])
+  return {1, token + 0}
+end
 local queued_any = seen % 4 >= 2
 local v, fresh = {}, true
 if seen > 0 then

@@ -22,7 +22,9 @@
 -- Returns 1 when released, 0 when the owner held no permits.
 local lock, queue, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
-record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
+if ARGV[5] ~= '0' then
+  record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
+end
 local v = redis_pcall('hmget', lock, owner, size_field, used_field, keep_field)
 if v.err then
   -- Another kind's lock (a string) has the name.
@@ -30,7 +32,7 @@ if v.err then
 end
 local used = (v[3] or 0) + 0
 local released = 0
-local w = writes(v[4])
+local w
 if v[1] then
   used = used - holding(v[1])
   released = 1
@@ -39,10 +41,13 @@ if v[1] then
     redis_call('del', lock, holders)
     return released
   end
+  w = writes(v[4])
   delete_field(lock, w, owner)
   redis_call('zrem', holders, owner)
 elseif not dequeue(queue, owner) then
   return 0
+else
+  w = writes(v[4])
 end
 if not v[2] then
   -- The hash expired under the waiter (nothing held): nothing to hand on.

@@ -327,3 +327,31 @@ func TestSemaphoreRecordGrantIsLetters(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(12), used)
 }
+
+// The first grant of a fresh semaphore writes the hash whole (the
+// permits held, the size, the holder's "n token" and keep, its expiry)
+// and the holder's expiry, and gives both keys the lease as their expiry;
+// a second grant builds on it.
+func TestSemaphoreFreshGrantWritesTheHashWhole(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	ctx := t.Context()
+	k := keysFor(t, rc)
+	before := serverMicros(t, rc) / 1000
+	reply := k.semAttempt(t, rc, "h:1", "1", 3, 8)
+	require.Equal(t, int64(1), reply[0])
+	fields, err := rc.Do(ctx, rc.B().Hgetall().Key(k.lock).Build()).AsStrMap()
+	require.NoError(t, err)
+	expiry, err := rc.Do(ctx, rc.B().Zscore().Key(k.readers).Member("h:1").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"used": "3", "size": "8", "h:1": "3 " + strconv.FormatInt(reply[1], 10), "keep": strconv.FormatInt(expiry, 10)}, fields)
+	assert.GreaterOrEqual(t, expiry, before+60000, "the holder's expiry is its lease from the grant")
+	for _, key := range []string{k.lock, k.readers} {
+		pttl, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		assert.InDelta(t, 60000, pttl, 5000, "%s expires with the lease", key)
+	}
+	require.Equal(t, int64(1), k.semAttempt(t, rc, "h:2", "1", 2, 8)[0])
+	used, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("used").Build()).ToString()
+	require.NoError(t, err)
+	assert.Equal(t, "5", used)
+}
