@@ -3,6 +3,7 @@ package luascripts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -329,8 +330,12 @@ type Acquire struct {
 	Publish  string   // "publish", or "spublish" on a cluster
 	Within   string   // owner of the caller's hold of the kind's Within mode, or ""
 	First    bool     // no attempt of Owner was sent before this one; false is always safe, and costs an acquire a command more behind a queue
-	Extra    []string // the kind's own ARGV, after the ABI's (see kind.Spec.AcquireArgs); never modified
+	Extra    []string // the kind's own ARGV, after the ABI's (see kind.Spec.AcquireArgs), two at most (wire.lua unpacks two); never modified
 }
+
+// maxExtra is how many ARGV of its own a kind may give an acquire call:
+// as many as wire.lua's acquire_call unpacks.
+const maxExtra = 2
 
 // AcquireCall is the acquire call a of script s on the lock k, packed for
 // the wire: KEYS {lock}, ARGV {owner, lease ms, waiter timeout ms, mode,
@@ -338,6 +343,9 @@ type Acquire struct {
 // publish command's initial and the Within owner, which the script
 // unpacks into the KEYS and ARGV above (wire.lua).
 func AcquireCall(s Script, k Keys, a Acquire) Call {
+	if len(a.Extra) > maxExtra {
+		panic(fmt.Sprintf("luascripts: %d ARGV of a kind's own; the acquire call unpacks %d", len(a.Extra), maxExtra))
+	}
 	flag := 0 // never queue
 	switch {
 	case a.Wait && a.Queue:

@@ -248,3 +248,15 @@ func TestPackedCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestPackedAcquireRefusesMoreExtra checks that an acquire call with more
+// ARGV of a kind's own than wire.lua unpacks panics rather than dropping
+// them.
+func TestPackedAcquireRefusesMoreExtra(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("an acquire call with three ARGV of a kind's own did not panic")
+		}
+	}()
+	AcquireCall(MutexAcquire, NewKeys("relock", "extra"), Acquire{Owner: "c:1", LeaseMs: "1", WaiterMs: "1", Extra: []string{"1", "2", "3"}})
+}
