@@ -10,6 +10,7 @@ import (
 
 	"github.com/relockgo/relock"
 	"github.com/relockgo/relock/fair"
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/roundtrip"
 	"github.com/relockgo/relock/luascripts"
 	"github.com/relockgo/relock/mutex"
@@ -234,7 +235,7 @@ func relockScripts() *library {
 // relockCommands is a diagnostic row: the commands an uncontended mutex
 // Lock+Unlock needs to keep relock's contract (the fencing token from the
 // server clock, the queue and gone checks, the wake-up), run by two
-// functions that do nothing else (luascripts.FloorLibrary), through the
+// functions that do nothing else (locktest.FloorLibrary), through the
 // same client (or, noAutoPipelining, on the fastest setup's). The floor
 // of relock's Redis time and latency: what the scripts cost above it is
 // theirs, what it costs above the peers is the contract's.
@@ -256,7 +257,7 @@ func relockCommands(noAutoPipelining bool) *library {
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := rc.Do(context.Background(), rc.B().FunctionLoad().Replace().FunctionCode(luascripts.FloorLibrary).Build()).Error(); err != nil {
+			if err := rc.Do(context.Background(), rc.B().FunctionLoad().Replace().FunctionCode(locktest.FloorLibrary).Build()).Error(); err != nil {
 				rc.Close()
 				return nil, nil, err
 			}
@@ -265,7 +266,7 @@ func relockCommands(noAutoPipelining bool) *library {
 	}
 }
 
-// commandsLocker calls luascripts.FloorLibrary's pair with the packed
+// commandsLocker calls locktest.FloorLibrary's pair with the packed
 // calls' KEYS and ARGV.
 type commandsLocker struct {
 	rc    rueidis.Client
@@ -275,7 +276,7 @@ type commandsLocker struct {
 func (l commandsLocker) Lock(ctx context.Context, key string) (func() error, error) {
 	lock := luascripts.NewKeys(relock.DefaultKeyPrefix, key).Lock
 	lease := strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds(), 10)
-	v, err := l.rc.Do(ctx, l.rc.B().Fcall().Function(luascripts.FloorAcquire).Numkeys(1).Key(lock).Arg(l.owner, lease).Build()).AsIntSlice()
+	v, err := l.rc.Do(ctx, l.rc.B().Fcall().Function(locktest.FloorAcquire).Numkeys(1).Key(lock).Arg(l.owner, lease).Build()).AsIntSlice()
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +284,7 @@ func (l commandsLocker) Lock(ctx context.Context, key string) (func() error, err
 		return nil, relock.ErrNotAcquired
 	}
 	return func() error {
-		return l.rc.Do(context.Background(), l.rc.B().Fcall().Function(luascripts.FloorRelease).Numkeys(1).Key(lock).Arg(l.owner).Build()).Error()
+		return l.rc.Do(context.Background(), l.rc.B().Fcall().Function(locktest.FloorRelease).Numkeys(1).Key(lock).Arg(l.owner).Build()).Error()
 	}, nil
 }
 

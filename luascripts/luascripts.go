@@ -165,7 +165,10 @@ type loaded struct {
 }
 
 // Exec runs s once with EVALSHA, falling back to EVAL when the server does
-// not have it. It panics for None or a value that is no Script.
+// not have it, with keys and args as abi.go's call builders make them
+// (packed, for an acquire or release script: wire.lua). The result is the
+// script's reply or the error Redis or the connection gave. It panics for
+// None or a value that is no Script.
 func (s Script) Exec(ctx context.Context, rc rueidis.Client, keys, args []string) rueidis.RedisResult {
 	return s.must().lua.Exec(ctx, rc, keys, args)
 }
@@ -227,7 +230,9 @@ func file(name string) string {
 	return string(b)
 }
 
-// Call is one execution of a script in ExecMulti.
+// Call is one execution of a script, its KEYS and ARGV as abi.go's call
+// builders make them (AcquireCall, ReleaseCall, …), for Exec, ExecMulti or
+// a Runner.
 type Call struct {
 	Script Script
 	Keys   []string

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relockgo/relock/internal/locktest"
 	"github.com/relockgo/relock/internal/redistest"
 	"github.com/relockgo/relock/luascripts"
 )
@@ -44,7 +45,7 @@ import (
 //   - empty functions: two functions that only return, called with the
 //     mutex scripts' KEYS and ARGV as the engine packs them (the lock's
 //     key alone: wire.lua): the cost of two calls before any work;
-//   - commands alone: luascripts.FloorLibrary's pair, which runs exactly
+//   - commands alone: locktest.FloorLibrary's pair, which runs exactly
 //     the commands an uncontended acquire and release need, and nothing
 //     else;
 //   - bsm-redislock: github.com/bsm/redislock's obtain and release
@@ -61,7 +62,7 @@ func BenchmarkRedisTime(b *testing.B) {
 		WaiterMs: "30000", Publish: "publish", First: true, Extra: []string{"1", "8"}})
 	semRelease := luascripts.ReleaseCall(luascripts.SemaphoreRelease, sk, owner, "publish", 1, "0")
 
-	if err := rc.Do(ctx, rc.B().FunctionLoad().Replace().FunctionCode(luascripts.FloorLibrary).Build()).Error(); err != nil {
+	if err := rc.Do(ctx, rc.B().FunctionLoad().Replace().FunctionCode(locktest.FloorLibrary).Build()).Error(); err != nil {
 		b.Fatal(err)
 	}
 	fcallAs := func(fn string, c luascripts.Call) func() error {
@@ -85,8 +86,8 @@ if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset
 		{"functions", func() error { return runner.Exec(ctx, acquire).Error() }, func() error { return runner.Exec(ctx, release).Error() }},
 		{"semaphore", func() error { return runner.Exec(ctx, semAcquire).Error() }, func() error { return runner.Exec(ctx, semRelease).Error() }},
 		{"evalsha", func() error { return acquire.Exec(ctx, rc).Error() }, func() error { return release.Exec(ctx, rc).Error() }},
-		{"empty-functions", fcallAs(luascripts.FloorEmptyAcquire, acquire), fcallAs(luascripts.FloorEmptyRelease, release)},
-		{"commands-alone", fcallAs(luascripts.FloorAcquire, acquire), fcallAs(luascripts.FloorRelease, release)},
+		{"empty-functions", fcallAs(locktest.FloorEmptyAcquire, acquire), fcallAs(locktest.FloorEmptyRelease, release)},
+		{"commands-alone", fcallAs(locktest.FloorAcquire, acquire), fcallAs(locktest.FloorRelease, release)},
 		{"bsm-redislock", func() error { return bsmObtain.Exec(ctx, rc, bsmKey, []string{bsmToken, "0", "8000"}).Error() },
 			func() error { return bsmRelease.Exec(ctx, rc, bsmKey, []string{bsmToken}).Error() }},
 	} {

@@ -1,15 +1,17 @@
-package luascripts
+package locktest
 
-// FloorLibrary is a function library for benchmarks, not for locks: the
+// FloorLibrary is a Redis function library for benchmarks, not for locks: the
 // commands that an uncontended acquire and release of the mutex need to
 // keep the contract (EXISTS of the queue and gone keys, SET NX GET, TIME
 // and the fence's SET … GET; GET, EXISTS of the queue, DEL, the wake-up
 // PUBLISH), in two functions that run them and nothing else, on the keys
-// they derive from the lock's as the scripts do (wire.lua). Called with
-// the packed calls' KEYS {lock} and ARGV {owner, lease ms} (FloorAcquire)
-// and {owner} (FloorRelease), they are the floor of Redis's time for an
+// they derive from the lock's as the scripts do (luascripts/wire.lua).
+// Called with the packed calls' KEYS {lock} and ARGV {owner, lease ms}
+// (FloorAcquire) and {owner} (FloorRelease), they are the floor of Redis's time for an
 // uncontended Lock+Unlock: what relock's scripts cost above it is theirs.
-// FloorAcquire replies {1, token} when it took the lock, else {0, 0}.
+// FloorAcquire replies {1, token} when it took the lock, else {0, 0};
+// FloorRelease 1 when it released it, else 0. FUNCTION LOAD REPLACE loads
+// it (Redis 7 or later; miniredis has no functions).
 const FloorLibrary = `#!lua name=relock_floor
 redis.register_function('floor_empty_acquire', function(KEYS, ARGV) return {1, 1} end)
 redis.register_function('floor_empty_release', function(KEYS, ARGV) return 1 end)
