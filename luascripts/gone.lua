@@ -23,6 +23,9 @@ end
 -- release). Trims the entries that ended, and extends the key's TTL to ms,
 -- never shortening it: other owners' entries may need it longer.
 local function record_gone(key, owner, ms)
+  if ms == '0' then
+    return -- the common case, a normal release: no number to convert
+  end
   ms = tonumber(ms)
   if not ms or ms <= 0 then
     return

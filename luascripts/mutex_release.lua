@@ -26,9 +26,7 @@
 -- Returns 1 when released, 0 when the lock was not held by this owner (it
 -- expired, was force-unlocked, another owner holds it now, or a lock of
 -- another kind took the name: the key is not a string).
-if ARGV[5] ~= '0' then
-  record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
-end
+record_gone(KEYS[4], ARGV[1], ARGV[5]) -- the script is atomic: order is free
 if redis_pcall('get', KEYS[1]) ~= ARGV[1] then
   if dequeue(KEYS[2], ARGV[1]) and redis_call('exists', KEYS[1]) == 0 then
     wake_first(KEYS[2], ARGV[3], ARGV[2], 'one')

@@ -22,9 +22,7 @@
 -- Returns 1 when released, 0 when the owner held no permits.
 local lock, queue, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
-if ARGV[5] ~= '0' then
-  record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
-end
+record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
 local v = redis_pcall('hmget', lock, owner, size_field, used_field, keep_field)
 if v.err then
   -- Another kind's lock (a string) has the name.
