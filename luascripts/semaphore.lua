@@ -138,7 +138,9 @@ end
 -- were cut off from Redis for longer than their lease: their leases have
 -- ended), and returns how many of used are still held, and, when
 -- earliest says so, the earliest expiry of the holders left (server time,
--- ms; false when none is held; nil when not known), for wait_for. Nobody
+-- ms; false when none is held; nil when not known), for wait_for; or,
+-- when earliest says so, nil alone when the hash counts permits held but
+-- no holder is on record (semaphore_acquire starts afresh). Nobody
 -- dead, the common case, costs one ZRANGE: of the first holder with its
 -- score when earliest is wanted, else of the dead ones, without scores
 -- (Redis prints a score with '%.17g', which costs more than the ZRANGE).
@@ -150,7 +152,8 @@ local function purge(lock, holders, used, earliest)
   if earliest then
     local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
     if not first[2] then
-      return used, false
+      -- Permits counted held with no holder on record: see below.
+      return nil
     end
     local expiry = first[2] + 0
     if expiry > server_ms() then
@@ -158,10 +161,12 @@ local function purge(lock, holders, used, earliest)
     end
     dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
     if not dead[1] then
-      -- The key expired between the two reads: Redis reads a script's
-      -- keys at its start time, but miniredis (relocktest) expires them
-      -- by the wall clock, command by command. Nothing is known dead.
-      return used, nil
+      -- The holders' key expired between the two reads, or before the
+      -- hash: Redis reads a script's keys at its start time and expires
+      -- the two together, but miniredis (relocktest) expires keys by the
+      -- wall clock, command by command. The hash counts permits that no
+      -- holder on record holds: nil, for the caller to start afresh.
+      return nil
     end
   else
     dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')

@@ -91,6 +91,13 @@ end
 local w = writes(v[4])
 local stored = (v[2] or 0) + 0
 local used, earliest = purge(lock, holders, stored, true)
+if not used then
+  -- Permits counted held with no holder on record (keys that expired
+  -- apart: miniredis, see purge): nobody can give them back. The
+  -- semaphore starts afresh, and the caller tries again at once.
+  redis_call('del', lock, holders)
+  return {0, -2}
+end
 local resize = nil
 if (v[1] and v[1] + 0) ~= size then
   if used > 0 then
