@@ -152,7 +152,11 @@ local function purge(lock, holders, used, earliest)
   if earliest then
     local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
     if not first[2] then
-      -- Permits counted held with no holder on record: see below.
+      -- Permits counted held with no holder on record: the holders' zset
+      -- expired first. Their expiries are set together, but one from the
+      -- hash's PTTL (grant), which Redis truncates to the millisecond, so
+      -- the zset may go up to a millisecond before the hash. Nil, for the
+      -- caller to start afresh.
       return nil
     end
     local expiry = first[2] + 0
@@ -160,14 +164,6 @@ local function purge(lock, holders, used, earliest)
       return used, expiry
     end
     dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
-    if not dead[1] then
-      -- The holders' key expired between the two reads, or before the
-      -- hash: Redis reads a script's keys at its start time and expires
-      -- the two together, but miniredis (relocktest) expires keys by the
-      -- wall clock, command by command. The hash counts permits that no
-      -- holder on record holds: nil, for the caller to start afresh.
-      return nil
-    end
   else
     dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
     if not dead[1] then

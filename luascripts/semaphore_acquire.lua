@@ -93,7 +93,7 @@ local stored = (v[2] or 0) + 0
 local used, earliest = purge(lock, holders, stored, true)
 if not used then
   -- Permits counted held with no holder on record (keys that expired
-  -- apart: miniredis, see purge): nobody can give them back. The
+  -- apart, see purge): nobody can give them back. The
   -- semaphore starts afresh, and the caller tries again at once.
   redis_call('del', lock, holders)
   return {0, -2}

@@ -355,3 +355,20 @@ func TestSemaphoreFreshGrantWritesTheHashWhole(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "5", used)
 }
+
+// The holders' zset may expire up to a millisecond before the hash (its
+// expiry is set from the hash's PTTL, truncated): an attempt that then
+// finds permits counted held with no holder on record starts the
+// semaphore afresh, and the next attempt is granted, rather than queueing
+// behind permits nobody can give back.
+func TestSemaphoreWithoutHoldersOnRecordStartsAfresh(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttempt(t, rc, "h:1", "1", 2, 2)[0])
+	require.NoError(t, rc.Do(t.Context(), rc.B().Del().Key(k.readers).Build()).Error())
+	assert.Equal(t, []int64{0, -2}, k.semAttempt(t, rc, "a:1", "1", 1, 2), "retry at once")
+	n, err := rc.Do(t.Context(), rc.B().Exists().Key(k.lock, k.readers).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "both keys gone")
+	assert.Equal(t, int64(1), k.semAttempt(t, rc, "a:1", "1", 2, 2)[0])
+}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
@@ -65,4 +66,41 @@ func TestRedisIsClosedWithItsTest(t *testing.T) {
 	t.Run("sub", func(t *testing.T) { rc = srv.Redis(t) })
 	err := rc.Do(context.Background(), rc.B().Ping().Build()).Error()
 	assert.ErrorIs(t, err, rueidis.ErrClosing)
+}
+
+// A script sees one clock throughout, as on Redis, which expires no key
+// while a script runs and answers its TIME with the script's start: a key
+// that expires while the script runs is still there at its end.
+func TestScriptsSeeOneClock(t *testing.T) {
+	srv := relocktest.NewServer(t)
+	rc := srv.Redis(t)
+	// Loop past the key's millisecond, however fast the machine.
+	script := `
+redis.call('set', KEYS[1], 'v', 'PX', 1)
+local t0 = redis.call('time')
+local x = 0
+for i = 1, 2000000 do x = x + i end
+local t1 = redis.call('time')
+return {redis.call('exists', KEYS[1]), t0[1] .. '.' .. t0[2], t1[1] .. '.' .. t1[2]}`
+	v, err := rc.Do(context.Background(), rc.B().Eval().Script(script).Numkeys(1).Key("k").Build()).ToArray()
+	require.NoError(t, err)
+	exists, err := v[0].AsInt64()
+	require.NoError(t, err)
+	t0, err := v[1].ToString()
+	require.NoError(t, err)
+	t1, err := v[2].ToString()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), exists, "the key expired while the script ran")
+	assert.Equal(t, t0, t1, "TIME moved while the script ran")
+
+	// After the script, keys expire by the wall clock again: no sooner.
+	ctx := context.Background()
+	require.NoError(t, rc.Do(ctx, rc.B().Set().Key("long").Value("v").Px(time.Minute).Build()).Error())
+	require.NoError(t, rc.Do(ctx, rc.B().Set().Key("short").Value("v").Px(time.Millisecond).Build()).Error())
+	_, err = rc.Do(ctx, rc.B().Eval().Script("return 1").Numkeys(0).Build()).ToInt64()
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond)
+	n, err := rc.Do(ctx, rc.B().Exists().Key("long", "short").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "after a script, a key of a minute's TTL lives on and one of a millisecond's is gone")
 }

@@ -91,8 +91,19 @@ type Server struct {
 	// offset is how far FastForward moved the server's clock, in
 	// nanoseconds; it only ever grows.
 	offset atomic.Int64
-	// gate is held by FastForward; scripts pass it on their way in.
+	// gate is held by FastForward; scripts hold it for reading while they
+	// run (see frozen).
 	gate sync.RWMutex
+
+	// script is held while a script or a transaction runs (frozen):
+	// miniredis runs one at a time anyway. running is its connection, and
+	// clock the server's clock it runs at, which TIME answers, or nil.
+	script  sync.Mutex
+	running atomic.Pointer[server.Peer]
+	clock   atomic.Pointer[time.Time]
+	// ticking orders tick's readings of the wall clock with their
+	// settings, so that miniredis's clock never steps back.
+	ticking sync.Mutex
 
 	mu sync.Mutex // guards the fields below
 	// tx holds the connections that ever sent MULTI, with whether they
@@ -305,16 +316,24 @@ func (s *Server) now() time.Time {
 }
 
 // hook runs before every command miniredis dispatches, including those a
-// script calls. It answers TIME from the server's clock, since miniredis's
-// own TIME follows only the wall clock; a TIME inside MULTI is left to
-// miniredis, which queues it. It returns whether it answered the command.
+// script calls. It runs scripts and transactions at one clock (frozen),
+// and answers TIME from the server's clock, since miniredis's own TIME
+// follows only the wall clock; a TIME inside MULTI is left to miniredis,
+// which queues it. It returns whether it answered the command.
 func (s *Server) hook(c *server.Peer, cmd string, args ...string) bool {
+	if s.running.Load() == nil {
+		s.tick() // a command outside a script: miniredis's clock is the wall's
+	}
 	switch cmd {
 	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "EXEC":
 		// Never nested in a script, so never called under miniredis's
-		// lock, which FastForward takes behind the gate.
-		s.gate.RLock()
-		s.gate.RUnlock() //nolint:staticcheck // a gate: wait out a FastForward
+		// lock, which FastForward takes behind the gate. frozen dispatches
+		// the command again, on c: miniredis runs it then.
+		if s.running.Load() != c {
+			s.frozen(c, cmd, args)
+			return true
+		}
+		return false
 	}
 	switch cmd {
 	case "MULTI":
@@ -342,10 +361,47 @@ func (s *Server) hook(c *server.Peer, cmd string, args ...string) bool {
 			return false // queued, or an arity error miniredis reports
 		}
 		now := s.now()
+		if at := s.clock.Load(); at != nil {
+			now = *at
+		}
 		c.WriteLen(2)
 		c.WriteBulk(strconv.FormatInt(now.Unix(), 10))
 		c.WriteBulk(strconv.Itoa(now.Nanosecond() / 1000))
 		return true
 	}
 	return false
+}
+
+// frozen runs a script or a transaction, cmd with args sent by c, at one
+// clock, as Redis does: Redis expires no key while a script runs, and
+// answers its TIMEs with one time. miniredis (ClockTTL) would expire keys
+// by the wall clock, command by command: a script could find a key it
+// read gone at its next command, or write a key that expired under it
+// afresh, without its TTL. So miniredis's clock is set (SetTime) from the
+// wall clock before every command outside a script (tick), and not while
+// one runs; TIME answers the server's clock as it stood when the script
+// began. The gate, held for reading throughout, keeps a FastForward out
+// until the script is done.
+func (s *Server) frozen(c *server.Peer, cmd string, args []string) {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	s.script.Lock()
+	defer s.script.Unlock()
+	at := s.tick().Add(time.Duration(s.offset.Load()))
+	s.clock.Store(&at)
+	s.running.Store(c)
+	s.mr.Server().Dispatch(c, append([]string{cmd}, args...))
+	s.running.Store(nil)
+	s.clock.Store(nil)
+}
+
+// tick sets miniredis's clock, by which it expires keys, to the wall
+// clock, and returns it. miniredis's clock is never left unset: unsetting
+// it (SetTime of the zero time) would expire every key with a TTL.
+func (s *Server) tick() time.Time {
+	s.ticking.Lock()
+	defer s.ticking.Unlock()
+	now := time.Now()
+	s.mr.SetTime(now)
+	return now
 }
