@@ -30,6 +30,9 @@
 // server's clock forward at once, for key expiries and for the TIME that
 // relock's scripts read (fair waiters' and readers' deadlines) alike.
 //
+// A script, and a MULTI/EXEC transaction, runs at one clock, as on Redis:
+// no key expires while it runs, and its TIME calls return one time.
+//
 // FastForward moves only the server's clock, not the holders': a lease's
 // ValidUntil and Context follow the local clock, as they do against a real
 // server. After FastForward(d) with d at least the lease, the lock is free
