@@ -184,7 +184,10 @@ func WithWaiterTimeout(d time.Duration) LockOption {
 // one: the lock is not renewed and expires d after it was acquired (or last
 // re-entered), whether or not the holder is done. The lease's Context is then
 // canceled with cause ErrLockLost. A d below MinLease makes Lock and TryLock
-// fail with ErrInvalid.
+// fail with ErrInvalid. A grant whose reply arrives too late to leave any of
+// d (less the drift allowance) is released: TryLock then fails with
+// ErrNotAcquired, and Lock tries again, until its ctx ends, so d must
+// outlast an acquire's round trip by a margin.
 func WithLease(d time.Duration) LockOption {
 	return func(c *lockConfig) {
 		if d < MinLease {
