@@ -104,3 +104,24 @@ return {redis.call('exists', KEYS[1]), t0[1] .. '.' .. t0[2], t1[1] .. '.' .. t1
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "after a script, a key of a minute's TTL lives on and one of a millisecond's is gone")
 }
+
+// A connection's TIME follows FastForward again once its transaction is
+// over: a TIME inside MULTI is miniredis's own, and only there.
+func TestTimeAfterTransactionFollowsFastForward(t *testing.T) {
+	srv := relocktest.NewServer(t)
+	rc := srv.Redis(t)
+	ctx := context.Background()
+	err := rc.Dedicated(func(c rueidis.DedicatedClient) error {
+		for _, r := range c.DoMulti(ctx, c.B().Multi().Build(), c.B().Set().Key("k").Value("v").Build(), c.B().Exec().Build()) {
+			require.NoError(t, r.Error())
+		}
+		srv.FastForward(time.Hour)
+		v, err := c.Do(ctx, c.B().Time().Build()).AsStrSlice()
+		require.NoError(t, err)
+		sec, err := strconv.ParseInt(v[0], 10, 64)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, sec, time.Now().Add(59*time.Minute).Unix(), "TIME after EXEC ignored FastForward")
+		return nil
+	})
+	require.NoError(t, err)
+}

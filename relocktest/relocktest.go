@@ -331,12 +331,12 @@ func (s *Server) hook(c *server.Peer, cmd string, args ...string) bool {
 	case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "EXEC":
 		// Never nested in a script, so never called under miniredis's
 		// lock, which FastForward takes behind the gate. frozen dispatches
-		// the command again, on c: miniredis runs it then.
+		// the command again, on c: miniredis runs it then, after the
+		// switch below.
 		if s.running.Load() != c {
 			s.frozen(c, cmd, args)
 			return true
 		}
-		return false
 	}
 	switch cmd {
 	case "MULTI":
