@@ -247,7 +247,7 @@ func TestReleaseHandsOnToAllThatFit(t *testing.T) {
 
 // Not reentrant: an Acquire under a holding's Context takes new permits.
 func TestAcquireUnderALeaseTakesNewPermits(t *testing.T) {
-	c, _, name := setup(t)
+	c, rc, name := setup(t)
 	s := semaphore.New(c, name, 2)
 	a, err := s.Acquire(context.Background(), 1)
 	require.NoError(t, err)
@@ -259,6 +259,10 @@ func TestAcquireUnderALeaseTakesNewPermits(t *testing.T) {
 	defer cancel()
 	_, err = s.Acquire(ctx, 1)
 	assert.ErrorIs(t, err, relock.ErrNotAcquired, "all permits held: it waits, even for itself")
+	// The waiter that gave up leaves the queue in the background; a
+	// release before that would hand it a permit, which its withdrawal
+	// then gives back.
+	locktest.Eventually(t, "the waiter that gave up to leave the queue", func() bool { return llen(t, rc, queueKey(name)) == 0 })
 	unlock(t, b)
 	unlock(t, a)
 	assert.Equal(t, int64(2), available(t, s))
