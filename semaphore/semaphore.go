@@ -17,7 +17,9 @@
 // message, with no round trip of its own. TryAcquire never jumps the
 // queue. A waiter keeps its place with heartbeats that the Client's
 // watchdog sends; one that dies is purged after relock.WithWaiterTimeout
-// (5s by default), one whose ctx ends withdraws at once.
+// (5s by default), one whose ctx ends withdraws at once: in the background,
+// landing a round trip or so after its Acquire returned, and giving back
+// any permits a release handed it meanwhile.
 //
 // # Safety model
 //
