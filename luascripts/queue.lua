@@ -195,10 +195,15 @@ local function wake_first(queue, pub, channel, otherwise)
   end
 end
 
+-- enqueue's head for a queue that exists but whose first waiter the caller
+-- did not read (it had no use for it: a semaphore's attempt with every
+-- permit held). One table for every call of the library.
+local unread_head = {}
+
 -- Queues owner at the back of queue if it is not queued yet, to be granted
 -- a lock as grant says (a record's grant: waiter_record), and sets its deadline to ms milliseconds from now;
--- head is the queue's first live waiter (queue_head), or nil: then the
--- queue is empty. A newcomer behind a live waiter costs a ZRANGE (the
+-- head is the queue's first live waiter (queue_head), unread_head, or
+-- nil: then the queue is empty. A newcomer behind a live waiter costs a ZRANGE (the
 -- last waiter: its arrival and what its write made sure of the expiry)
 -- and a ZADD; the expiry, once in a waiter timeout.
 local function enqueue(queue, owner, ms, head, grant)

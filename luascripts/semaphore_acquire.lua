@@ -108,11 +108,12 @@ end
 -- head is the first live waiter when serve looked; with every permit
 -- held it does not: no waiter fits, so nobody is served and no dead
 -- waiter needs purging before the next release or expiry, which serves
--- the queue (semaphore.lua, serve). The attempt then queues behind an
--- unread queue (unread), and sleeps until the first holder's expiry.
+-- the queue (semaphore.lua, serve). The attempt then queues behind the
+-- waiters unread (queue.lua, unread_head), and sleeps until the first
+-- holder's expiry.
 local head, mine
-local unread = queued_any and used >= size and {}
-if queued_any and not unread then
+local saturated = queued_any and used >= size
+if queued_any and not saturated then
   local held = used
   used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, ARGV[9], ms, fresh, w)
   if used ~= held then
@@ -139,7 +140,7 @@ end
 local queued = 0
 if ARGV[3] ~= '0' then
   queued = 1
-  enqueue(queue, owner, ARGV[4], head or unread, grant_permits .. string_gsub(ARGV[9], '%d', permit_letters))
+  enqueue(queue, owner, ARGV[4], head or (saturated and unread_head or nil), grant_permits .. string_gsub(ARGV[9], '%d', permit_letters))
   if used ~= stored or resize then
     write_field(lock, w, used_field, string_format('%d', used))
     write_field(lock, w, size_field, ARGV[10])
