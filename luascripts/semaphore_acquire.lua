@@ -152,9 +152,6 @@ if ARGV[3] ~= '0' then
     outlast(lock, holders, w, ARGV[4])
     flush(lock, w)
   end
-  if not head then
-    head = {owner = owner}
-  end
 elseif used ~= stored or resize then
   settle(lock, holders, used, head, resize, w)
 else
