@@ -25,7 +25,7 @@ if kind == 'string' then
 elseif kind == 'hash' then
   -- owner id -> hold count (a semaphore's: "permits token"); a
   -- read-write lock's "mode" field is no owner, nor are a semaphore's
-  -- "size", "used" and "keep" (owner ids hold a ':').
+  -- "size", "used", "keep" and "due" (owner ids hold a ':').
   for _, field in ipairs(redis_call('hkeys', KEYS[1])) do
     if string_find(field, ':', 1, true) then
       holders[#holders + 1] = field

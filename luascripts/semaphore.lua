@@ -4,9 +4,10 @@
 -- A semaphore is these keys under its name's hash tag:
 --   the lock (a hash): "size" -> the size its permits are held under,
 --     "used" -> how many are held, each holder's owner id -> "n token"
---     (its permits and its grant's fencing token), and "keep" -> a
---     server time (ms) before which neither the hash nor the holders'
---     zset can expire (outlast);
+--     (its permits and its grant's fencing token), "keep" -> a server
+--     time (ms) before which neither the hash nor the holders' zset can
+--     expire (outlast), and "due" -> a server time (ms) no later than
+--     any holder's expiry (purge);
 --   the holders' expiries (the lock's "readers" key; a zset: owner id ->
 --     server time, ms), which their watchdogs push forward;
 --   the queue (queue.lua), in arrival order, which waiters of the kinds
@@ -14,11 +15,18 @@
 --     permits it waits for (its grant, "permits" n, n in letters:
 --     queue.lua, permit_letters).
 -- Field names without a ':' cannot be owner ids, which are "client:seq".
+-- "due" spares the common attempt and release a read of the holders'
+-- expiries: while the clock is before it, no holding has expired. A
+-- hash written by scripts that predate it has none, and is read as due
+-- now; scripts of such a version sharing the name during a rolling
+-- deploy do not move it back for the holdings they grant, whose permits
+-- then come back when due passes (never before their expiry), or when
+-- one of those scripts purges them.
 -- The hash and the holders' zset go when the last permit is given back
 -- with nobody queued, so that a semaphore nobody uses leaves no key but
 -- its fence, and the next caller's size holds.
 
-local size_field, used_field, keep_field = 'size', 'used', 'keep'
+local size_field, used_field, keep_field, due_field = 'size', 'used', 'keep', 'due'
 
 -- Numbers go to redis.call as strings where that is free ('0', a
 -- decimal string read or passed in), or printed with '%d': Redis's Lua
@@ -46,9 +54,10 @@ end
 -- a field twice; keep is the hash's "keep" (server time, ms, before which
 -- neither the hash nor the holders' zset can expire: the write of it made
 -- sure of that, and their expiries are only ever lengthened), or nil when
--- none is known, and moved whether the script moved it on.
-local function writes(keep)
-  return {dels = {}, sets = {}, keep = keep and keep + 0, moved = false}
+-- none is known, and moved whether the script moved it on; due and
+-- due_moved the same of the hash's "due" (purge).
+local function writes(keep, due)
+  return {dels = {}, sets = {}, keep = keep and keep + 0, moved = false, due = due and due + 0, due_moved = false}
 end
 
 -- The most fields one HDEL or HSET of flush names: unpack's limit is the
@@ -65,6 +74,11 @@ local function flush(lock, w)
     w.sets[#w.sets + 1] = keep_field
     w.sets[#w.sets + 1] = string_format('%d', w.keep)
     w.moved = false
+  end
+  if w.due_moved then
+    w.sets[#w.sets + 1] = due_field
+    w.sets[#w.sets + 1] = string_format('%d', w.due)
+    w.due_moved = false
   end
   if #w.sets > 0 then
     redis_call('hset', lock, unpack_list(w.sets))
@@ -106,21 +120,31 @@ local function outlast(lock, holders, w, ms)
   w.keep, w.moved = server_ms() + 2 * ms, true
 end
 
+-- Moves w's due (purge) back to at, a holder's new expiry (server time,
+-- ms), if at is earlier: no holder's expiry may come before due.
+local function lower_due(w, at)
+  if not w.due or at < w.due then
+    w.due, w.due_moved = at, true
+  end
+end
+
 -- Issues owner n permits (a decimal string) until ms milliseconds from
--- now (expiry, when not nil: that time as a decimal string), with a
--- fencing token, which it returns (a decimal string); writes owner's
--- field through
--- w. The caller writes "used". fresh says the hash and the holders' zset
+-- now (at and expiry, when not nil: that time, server time in ms, as a
+-- number and as a decimal string), with a fencing token, which it returns
+-- (a decimal string); writes owner's field and due through w. The caller
+-- writes "used". fresh says the hash and the holders' zset
 -- had no expiry to keep: a new semaphore's first grant writes the hash at
 -- once (w's fields with it) and sets their expiries in one command each.
 -- held is the permits held before the grant: with none, the holders'
 -- zset was empty, hence absent, and the ZADD makes it without expiry.
-local function grant(lock, fence, holders, owner, n, ms, expiry, fresh, held, w)
+local function grant(lock, fence, holders, owner, n, ms, at, expiry, fresh, held, w)
   local token = next_token_string(fence)
   write_field(lock, w, owner, n .. ' ' .. token)
-  redis_call('zadd', holders, expiry or string_format('%d', server_ms() + ms), owner)
+  at = at or server_ms() + ms
+  redis_call('zadd', holders, expiry or string_format('%d', at), owner)
   if fresh then
     w.keep, w.moved = server_ms() + ms, true
+    w.due, w.due_moved = at, true
     flush(lock, w)
     redis_call('pexpire', lock, ms)
     redis_call('pexpire', holders, ms)
@@ -130,55 +154,59 @@ local function grant(lock, fence, holders, owner, n, ms, expiry, fresh, held, w)
     -- The holders' zset goes with the hash, never before it (outlast).
     redis_call('pexpire', holders, math_max(ms, redis_call('pttl', lock)))
   end
+  lower_due(w, at)
   outlast(lock, holders, w, ms)
   return token
 end
 
 -- Frees the permits of the holders whose expiry has passed (they died, or
 -- were cut off from Redis for longer than their lease: their leases have
--- ended), and returns how many of used are still held, and, when
--- earliest says so, the earliest expiry of the holders left (server time,
--- ms; false when none is held; nil when not known), for wait_for; or,
--- when earliest says so, nil alone when the hash counts permits held but
--- no holder is on record (semaphore_acquire starts afresh). Nobody
--- dead, the common case, costs one ZRANGE: of the first holder with its
--- score when earliest is wanted, else of the dead ones, without scores
--- (Redis prints a score with '%.17g', which costs more than the ZRANGE).
-local function purge(lock, holders, used, earliest)
+-- ended), and returns how many of used are still held and a server time
+-- (ms) no later than the first expiry of the holders left, for wait_for
+-- (false when none is held); or nil alone when the hash counts permits
+-- held but no holder is on record (semaphore_acquire starts afresh).
+-- While the server's clock is before w's due (the hash's "due", no later
+-- than any holder's expiry: every write of a holder's expiry keeps it
+-- so, lower_due), nobody can be dead: purge reads nothing and returns
+-- due. Otherwise it reads the first holder with its expiry (Redis prints
+-- a score with '%.17g', which costs more than the ZRANGE: hence due),
+-- frees the dead, if any, and moves due on to the first expiry left,
+-- through w.
+local function purge(lock, holders, used, w)
   if used == 0 then
     return 0, false
   end
-  local dead
-  if earliest then
-    local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
+  if w.due and w.due > server_ms() then
+    return used, w.due
+  end
+  local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
+  if not first[2] then
+    -- Permits counted held with no holder on record: the holders' zset
+    -- expired first. Their expiries are set together, but one from the
+    -- hash's PTTL (grant), which Redis truncates to the millisecond, so
+    -- the zset may go up to a millisecond before the hash. Nil, for the
+    -- caller to start afresh.
+    return nil
+  end
+  local expiry = first[2] + 0
+  if expiry <= server_ms() then
+    local dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
+    for _, owner in ipairs(dead) do
+      local v = redis_call('hget', lock, owner)
+      if v then
+        used = used - holding(v)
+        redis_call('hdel', lock, owner)
+      end
+    end
+    redis_call('zrem', holders, unpack_list(dead))
+    first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
     if not first[2] then
-      -- Permits counted held with no holder on record: the holders' zset
-      -- expired first. Their expiries are set together, but one from the
-      -- hash's PTTL (grant), which Redis truncates to the millisecond, so
-      -- the zset may go up to a millisecond before the hash. Nil, for the
-      -- caller to start afresh.
-      return nil
+      return used, false
     end
-    local expiry = first[2] + 0
-    if expiry > server_ms() then
-      return used, expiry
-    end
-    dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
-  else
-    dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
-    if not dead[1] then
-      return used, nil
-    end
+    expiry = first[2] + 0
   end
-  for _, owner in ipairs(dead) do
-    local v = redis_call('hget', lock, owner)
-    if v then
-      used = used - holding(v)
-      redis_call('hdel', lock, owner)
-    end
-  end
-  redis_call('zrem', holders, unpack_list(dead))
-  return used, nil
+  w.due, w.due_moved = expiry, true
+  return used, expiry
 end
 
 -- Hands permits to the waiters at the head of the queue, in arrival
@@ -231,11 +259,11 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
       return used, head, mine
     end
     pop_head(queue)
-    local ms, expiry = head.deadline - now, head.deadline_string
+    local ms, at, expiry = head.deadline - now, head.deadline, head.deadline_string
     if head.owner == self then
-      ms, expiry = self_ms, nil
+      ms, at, expiry = self_ms, nil, nil
     end
-    local token = grant(lock, fence, holders, head.owner, n, ms, expiry, fresh, used, w)
+    local token = grant(lock, fence, holders, head.owner, n, ms, at, expiry, fresh, used, w)
     fresh = false
     used = used + want
     if head.owner == self then
@@ -266,8 +294,8 @@ end
 -- until the first holder's expiry (its permits come back without a
 -- wake-up if it died), and, when another waiter, head, is first, no later
 -- than its deadline (it is purged then if it died). Granted permits come
--- with a wake-up by name. earliest is the first holder's expiry when known
--- (purge; false: nobody holds), else nil.
+-- with a wake-up by name. earliest is no later than the first holder's
+-- expiry when known (purge; false: nobody holds), else nil.
 local function wait_for(holders, owner, head, earliest)
   local now = server_ms()
   local wait = -1

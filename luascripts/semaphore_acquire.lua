@@ -46,10 +46,11 @@ if seen == 0 and n <= size then
   -- Nothing gone, queued or held: a fresh semaphore, whose first grant
   -- writes the hash whole (what grant, below, writes for it through w:
   -- the permits held, the size, the holder's field and keep, the
-  -- holder's expiry), and sets both keys' expiries.
+  -- holder's expiry, and due: that expiry), and sets both keys' expiries.
   local token = next_token_string(fence)
   local expiry = string_format('%d', server_ms() + ms)
-  redis_call('hset', lock, used_field, ARGV[9], size_field, ARGV[10], owner, ARGV[9] .. ' ' .. token, keep_field, expiry)
+  redis_call('hset', lock, used_field, ARGV[9], size_field, ARGV[10], owner, ARGV[9] .. ' ' .. token, keep_field, expiry,
+    due_field, expiry)
   redis_call('pexpire', lock, ARGV[2])
   redis_call('zadd', holders, expiry, owner)
   redis_call('pexpire', holders, ARGV[2])
@@ -58,7 +59,7 @@ end
 local queued_any = seen % 4 >= 2
 local v, fresh = {}, true
 if seen > 0 then
-  v = redis_pcall('hmget', lock, size_field, used_field, owner, keep_field)
+  v = redis_pcall('hmget', lock, size_field, used_field, owner, keep_field, due_field)
   if v.err then
     -- Another kind's lock (a string) has the name: wait for its expiry
     -- (-1: none, -2: gone already, as the reply codes say).
@@ -79,7 +80,12 @@ if expiry and expiry > server_ms() then
   -- A release handed permits to this owner, a queued waiter: its lease
   -- from now on. (A grant that expired is purged below.)
   local _, token = holding(v[3])
-  redis_call('zadd', holders, server_ms() + ms, owner)
+  local at = server_ms() + ms
+  redis_call('zadd', holders, at, owner)
+  if not v[5] or at < v[5] + 0 then
+    -- The lease ends before the grant would have: due comes no later.
+    redis_call('hset', lock, due_field, string_format('%d', at))
+  end
   lengthen(lock, ms)
   lengthen(holders, ms)
   if expiry > server_ms() + ms then
@@ -88,9 +94,9 @@ if expiry and expiry > server_ms() then
   end
   return {1, token + 0}
 end
-local w = writes(v[4])
+local w = writes(v[4], v[5])
 local stored = (v[2] or 0) + 0
-local used, earliest = purge(lock, holders, stored, true)
+local used, earliest = purge(lock, holders, stored, w)
 if not used then
   -- Permits counted held with no holder on record (keys that expired
   -- apart, see purge): nobody can give them back. The
@@ -110,16 +116,17 @@ end
 -- waiter needs purging before the next release or expiry, which serves
 -- the queue (semaphore.lua, serve). The attempt then queues behind the
 -- waiters unread (queue.lua, unread_head), and sleeps until the first
--- holder's expiry.
+-- holder's expiry (no later: due, see purge).
 local head, mine
 local saturated = queued_any and used >= size
 if queued_any and not saturated then
   local held = used
   used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, ARGV[9], ms, fresh, w)
   if used ~= held then
-    -- Granted to waiters: the first holder's expiry may have changed, and
-    -- the hash and the holders' zset have expiries now.
-    earliest = nil
+    -- Granted to waiters: the first holder's expiry may have moved back
+    -- to a grant's, which due followed (grant), and the hash and the
+    -- holders' zset have expiries now.
+    earliest = w.due
     fresh = false
   end
 end
@@ -132,7 +139,7 @@ if not head and used + n <= size then
   if resize then
     write_field(lock, w, size_field, ARGV[10])
   end
-  local token = grant(lock, fence, holders, owner, ARGV[9], ms, nil, fresh, used, w)
+  local token = grant(lock, fence, holders, owner, ARGV[9], ms, nil, nil, fresh, used, w)
   flush(lock, w)
   return {1, token + 0}
 end

@@ -17,7 +17,7 @@
 -- lock has the name.
 local lock, fence, queue, holders = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local size = tonumber(ARGV[3])
-local v = redis_pcall('hmget', lock, size_field, used_field, keep_field)
+local v = redis_pcall('hmget', lock, size_field, used_field, keep_field, due_field)
 if v.err then
   return 0
 end
@@ -25,14 +25,17 @@ if not v[1] then
   return redis_call('exists', lock) == 1 and 0 or size
 end
 local held = tonumber(v[2]) or 0
-local used = purge(lock, holders, held)
+local w = writes(v[3], v[4])
+-- Nil: no holder on record, which the next attempt finds (purge).
+local used = purge(lock, holders, held, w) or held
 if used > 0 and tonumber(v[1]) ~= size then
   return size_conflict(size, v[1])
 end
 if used ~= held then
   local head
-  local w = writes(v[3])
   used, head = serve(lock, fence, queue, holders, tonumber(v[1]), used, ARGV[2], ARGV[1], nil, nil, nil, false, w)
   settle(lock, holders, used, head, nil, w)
+else
+  flush(lock, w) -- due, moved on by purge
 end
 return size - used

@@ -23,7 +23,7 @@
 local lock, queue, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
 record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
-local v = redis_pcall('hmget', lock, owner, size_field, used_field, keep_field)
+local v = redis_pcall('hmget', lock, owner, size_field, used_field, keep_field, due_field)
 if v.err then
   -- Another kind's lock (a string) has the name.
   return 0
@@ -39,20 +39,21 @@ if v[1] then
     redis_call('del', lock, holders)
     return released
   end
-  w = writes(v[4])
+  w = writes(v[4], v[5])
   delete_field(lock, w, owner)
   redis_call('zrem', holders, owner)
 elseif not dequeue(queue, owner) then
   return 0
 else
-  w = writes(v[4])
+  w = writes(v[4], v[5])
 end
 if not v[2] then
   -- The hash expired under the waiter (nothing held): nothing to hand on.
   flush(lock, w)
   return released
 end
-used = purge(lock, holders, used)
+-- Nil: no holder on record, which the next attempt finds (purge).
+used = purge(lock, holders, used, w) or used
 local head
 used, head = serve(lock, fence, queue, holders, v[2] + 0, used, pub, channel, nil, nil, nil, false, w)
 settle(lock, holders, used, head, nil, w)

@@ -70,7 +70,7 @@ func TestSemaphoreWaiterRecordHoldsItsWant(t *testing.T) {
 	assert.Equal(t, int64(2), ws[0].Permits)
 	fields, err := rc.Do(t.Context(), rc.B().Hkeys().Key(k.lock).Build()).AsStrSlice()
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{"size", "used", "keep", "h:1"}, fields, "the hash holds the holders and its own fields")
+	assert.ElementsMatch(t, []string{"size", "used", "keep", "due", "h:1"}, fields, "the hash holds the holders and its own fields")
 }
 
 // A release hands the permits it frees to the waiters at the head of the
@@ -225,7 +225,7 @@ func TestSemaphoreReleaseServesThousands(t *testing.T) {
 	assert.Empty(t, k.owners(t, rc))
 	fields, err := rc.Do(t.Context(), rc.B().Hlen().Key(k.lock).Build()).AsInt64()
 	require.NoError(t, err)
-	assert.Equal(t, int64(waiters+3), fields, "a field per holder, size, used and keep")
+	assert.Equal(t, int64(waiters+4), fields, "a field per holder, size, used, keep and due")
 	used, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(waiters), used)
@@ -343,7 +343,8 @@ func TestSemaphoreFreshGrantWritesTheHashWhole(t *testing.T) {
 	require.NoError(t, err)
 	expiry, err := rc.Do(ctx, rc.B().Zscore().Key(k.readers).Member("h:1").Build()).AsInt64()
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"used": "3", "size": "8", "h:1": "3 " + strconv.FormatInt(reply[1], 10), "keep": strconv.FormatInt(expiry, 10)}, fields)
+	assert.Equal(t, map[string]string{"used": "3", "size": "8", "h:1": "3 " + strconv.FormatInt(reply[1], 10), "keep": strconv.FormatInt(expiry, 10),
+		"due": strconv.FormatInt(expiry, 10)}, fields)
 	assert.GreaterOrEqual(t, expiry, before+60000, "the holder's expiry is its lease from the grant")
 	for _, key := range []string{k.lock, k.readers} {
 		pttl, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
@@ -357,18 +358,63 @@ func TestSemaphoreFreshGrantWritesTheHashWhole(t *testing.T) {
 }
 
 // The holders' zset may expire up to a millisecond before the hash (its
-// expiry is set from the hash's PTTL, truncated): an attempt that then
-// finds permits counted held with no holder on record starts the
-// semaphore afresh, and the next attempt is granted, rather than queueing
-// behind permits nobody can give back.
+// expiry is set from the hash's PTTL, truncated), when every holder's
+// expiry has passed: an attempt that then finds permits counted held with
+// no holder on record starts the semaphore afresh, and the next attempt
+// is granted, rather than queueing behind permits nobody can give back.
 func TestSemaphoreWithoutHoldersOnRecordStartsAfresh(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	k := keysFor(t, rc)
 	require.Equal(t, int64(1), k.semAttempt(t, rc, "h:1", "1", 2, 2)[0])
+	// The holder's expiry passed (due, no later, with it), and its zset
+	// expired.
+	require.NoError(t, rc.Do(t.Context(), rc.B().Hset().Key(k.lock).FieldValue().FieldValue("due", "1").Build()).Error())
 	require.NoError(t, rc.Do(t.Context(), rc.B().Del().Key(k.readers).Build()).Error())
 	assert.Equal(t, []int64{0, -2}, k.semAttempt(t, rc, "a:1", "1", 1, 2), "retry at once")
 	n, err := rc.Do(t.Context(), rc.B().Exists().Key(k.lock, k.readers).Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Zero(t, n, "both keys gone")
 	assert.Equal(t, int64(1), k.semAttempt(t, rc, "a:1", "1", 2, 2)[0])
+}
+
+// An attempt looks for expired holders only once the hash's "due" has
+// passed, which must never come after a holder's expiry: each way a
+// holder's expiry is set earlier than due moves due back with it, and the
+// holder's permits come back once its expiry passes.
+func TestSemaphoreDueFollowsEveryEarlierExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// hold leaves "s:1" holding 1 of 2 permits with a 200 ms lease,
+		// after grants with longer ones.
+		hold func(t *testing.T, rc rueidis.Client, k lockKeys)
+	}{
+		{"a grant with a shorter lease", func(t *testing.T, rc rueidis.Client, k lockKeys) {
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 2, "1", 60000, 5000)[0])
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 200, 5000)[0])
+		}},
+		{"a waiter served by a release", func(t *testing.T, rc rueidis.Client, k lockKeys) {
+			// s:1 is granted for its waiter timeout, 200 ms, by h:2's release.
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 2, "1", 60000, 5000)[0])
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:2", 1, 2, "1", 60000, 5000)[0])
+			require.Equal(t, int64(0), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 60000, 200)[0])
+			require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:2", 1, 0))
+		}},
+		{"a handed grant taken up for a shorter lease", func(t *testing.T, rc rueidis.Client, k lockKeys) {
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 2, "1", 60000, 5000)[0])
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:2", 1, 2, "1", 60000, 5000)[0])
+			require.Equal(t, int64(0), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 60000, 5000)[0])
+			require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:2", 1, 0))
+			// s:1 missed its wake-up: its attempt takes the grant up.
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 200, 5000)[0])
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := redistest.New(t).Client(t)
+			k := keysFor(t, rc, tc.name)
+			tc.hold(t, rc, k)
+			assert.Equal(t, int64(0), k.semAttemptFor(t, rc, "b:1", 1, 2, "0", 60000, 5000)[0], "every permit held")
+			time.Sleep(300 * time.Millisecond)
+			assert.Equal(t, int64(1), k.semAttemptFor(t, rc, "b:1", 1, 2, "0", 60000, 5000)[0], "s:1's permit came back at its expiry")
+		})
+	}
 }

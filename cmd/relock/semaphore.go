@@ -111,7 +111,7 @@ func (st *lockState) addSemaphore(raw *rawSemaphore, queue rawKey, now int64) {
 		return
 	}
 	st.Kind, st.KindCandidates = kindSemaphore, []string{kindSemaphore}
-	st.KindNote = `a hash with fields "size", "used" and "keep" (a server time, ms, the keys outlive), owner id → "permits token"; each waiter's queue record says the permits it wants`
+	st.KindNote = `a hash with fields "size", "used", "keep" (a server time, ms, the keys outlive) and "due" (a server time, ms, no later than any holder's expiry), owner id → "permits token"; each waiter's queue record says the permits it wants`
 	sem := &semaphoreState{
 		permits: permits{Size: raw.size, Used: raw.used, Available: raw.size - raw.used},
 		Holders: []permitHolder{},
