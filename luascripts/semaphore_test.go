@@ -384,8 +384,8 @@ func TestSemaphoreWithoutHoldersOnRecordStartsAfresh(t *testing.T) {
 func TestSemaphoreDueFollowsEveryEarlierExpiry(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// hold leaves "s:1" holding 1 of 2 permits with a 200 ms lease,
-		// after grants with longer ones.
+		// hold leaves "s:1" holding 1 of 2 permits for a second at most,
+		// after grants for longer.
 		hold func(t *testing.T, rc rueidis.Client, k lockKeys)
 	}{
 		{"a grant with a shorter lease", func(t *testing.T, rc rueidis.Client, k lockKeys) {
@@ -393,10 +393,11 @@ func TestSemaphoreDueFollowsEveryEarlierExpiry(t *testing.T) {
 			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 200, 5000)[0])
 		}},
 		{"a waiter served by a release", func(t *testing.T, rc rueidis.Client, k lockKeys) {
-			// s:1 is granted for its waiter timeout, 200 ms, by h:2's release.
+			// s:1 is granted for what is left of its waiter timeout, 1 s,
+			// by h:2's release.
 			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 2, "1", 60000, 5000)[0])
 			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:2", 1, 2, "1", 60000, 5000)[0])
-			require.Equal(t, int64(0), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 60000, 200)[0])
+			require.Equal(t, int64(0), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 60000, 1000)[0])
 			require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:2", 1, 0))
 		}},
 		{"a handed grant taken up for a shorter lease", func(t *testing.T, rc rueidis.Client, k lockKeys) {
@@ -412,8 +413,13 @@ func TestSemaphoreDueFollowsEveryEarlierExpiry(t *testing.T) {
 			rc := redistest.New(t).Client(t)
 			k := keysFor(t, rc, tc.name)
 			tc.hold(t, rc, k)
-			assert.Equal(t, int64(0), k.semAttemptFor(t, rc, "b:1", 1, 2, "0", 60000, 5000)[0], "every permit held")
-			time.Sleep(300 * time.Millisecond)
+			ctx := t.Context()
+			due, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("due").Build()).AsInt64()
+			require.NoError(t, err)
+			expiry, err := rc.Do(ctx, rc.B().Zscore().Key(k.readers).Member("s:1").Build()).AsFloat64()
+			require.NoError(t, err)
+			require.LessOrEqual(t, due, int64(expiry), "due comes no later than s:1's expiry")
+			time.Sleep(time.Duration(int64(expiry)-serverMicros(t, rc)/1000+50) * time.Millisecond)
 			assert.Equal(t, int64(1), k.semAttemptFor(t, rc, "b:1", 1, 2, "0", 60000, 5000)[0], "s:1's permit came back at its expiry")
 		})
 	}
