@@ -174,6 +174,9 @@ end
 -- through w.
 local function purge(lock, holders, used, w)
   if used == 0 then
+    -- Nobody holds: due bounds no expiry, and the next grant sets it
+    -- (lower_due), rather than keep one that may have passed.
+    w.due = nil
     return 0, false
   end
   if w.due and w.due > server_ms() then
@@ -201,11 +204,14 @@ local function purge(lock, holders, used, w)
     redis_call('zrem', holders, unpack_list(dead))
     first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
     if not first[2] then
+      w.due = nil -- as with nobody holding, above
       return used, false
     end
     expiry = first[2] + 0
   end
-  w.due, w.due_moved = expiry, true
+  if expiry ~= w.due then
+    w.due, w.due_moved = expiry, true
+  end
   return used, expiry
 end
 

@@ -82,8 +82,9 @@ if expiry and expiry > server_ms() then
   local _, token = holding(v[3])
   local at = server_ms() + ms
   redis_call('zadd', holders, at, owner)
-  if not v[5] or at < v[5] + 0 then
+  if v[5] and at < v[5] + 0 then
     -- The lease ends before the grant would have: due comes no later.
+    -- (A hash without due, from older scripts, is read as due now.)
     redis_call('hset', lock, due_field, string_format('%d', at))
   end
   lengthen(lock, ms)
@@ -107,6 +108,11 @@ end
 local resize = nil
 if (v[1] and v[1] + 0) ~= size then
   if used > 0 then
+    -- What purge freed stays freed.
+    if used ~= stored then
+      write_field(lock, w, used_field, string_format('%d', used))
+    end
+    flush(lock, w)
     return size_conflict(size, v[1])
   end
   resize = size

@@ -29,6 +29,11 @@ local w = writes(v[3], v[4])
 -- Nil: no holder on record, which the next attempt finds (purge).
 local used = purge(lock, holders, held, w) or held
 if used > 0 and tonumber(v[1]) ~= size then
+  -- What purge freed stays freed.
+  if used ~= held then
+    write_field(lock, w, used_field, string_format('%d', used))
+  end
+  flush(lock, w)
   return size_conflict(size, v[1])
 end
 if used ~= held then

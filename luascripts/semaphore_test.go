@@ -424,3 +424,72 @@ func TestSemaphoreDueFollowsEveryEarlierExpiry(t *testing.T) {
 		})
 	}
 }
+
+// A hash written by scripts that predate "due" has none, read as due now:
+// a take-up of a handed grant on it must not set due to its own lease,
+// later than another holder's expiry.
+func TestSemaphoreTakeUpWithoutDueLeavesItUnknown(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	ctx := t.Context()
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 2, "1", 300, 5000)[0])
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:2", 1, 2, "1", 60000, 5000)[0])
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 60000, 60000)[0])
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:2", 1, 0), "hands h:2's permit to s:1")
+	require.NoError(t, rc.Do(ctx, rc.B().Hdel().Key(k.lock).Field("due").Build()).Error()) // as older scripts leave the hash
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 30000, 5000)[0], "s:1 takes its grant up")
+	expiry, err := rc.Do(ctx, rc.B().Zscore().Key(k.readers).Member("h:1").Build()).AsFloat64()
+	require.NoError(t, err)
+	time.Sleep(time.Duration(int64(expiry)-serverMicros(t, rc)/1000+50) * time.Millisecond)
+	assert.Equal(t, int64(1), k.semAttemptFor(t, rc, "b:1", 1, 2, "0", 60000, 5000)[0], "h:1's permit came back at its expiry")
+}
+
+// An attempt that frees every dead holder and serves a waiter, but not
+// itself, sleeps until the first expiry of the holders now on record, not
+// until a due of the holders it freed, passed already.
+func TestSemaphoreWaitAfterPurgeIsTheHoldersLeft(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "a:1", 2, 2, "1", 200, 5000)[0])
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "w:1", 1, 2, "1", 60000, 60000)[0])
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "w:2", 2, 2, "1", 60000, 60000)[0])
+	time.Sleep(300 * time.Millisecond) // a:1's lease
+	v := k.semAttemptFor(t, rc, "c:1", 2, 2, "1", 60000, 60000)
+	require.Equal(t, int64(0), v[0], "w:1 served, w:2 first, c:1 queued")
+	assert.Greater(t, v[1], int64(30000), "c:1 sleeps until w:1's grant expires (its 60 s waiter deadline)")
+}
+
+// An attempt or Available under another size that frees dead holders
+// first still fails with the size conflict, and the permits it freed are
+// free: its count of those held is written.
+func TestSemaphoreSizeConflictKeepsWhatPurgeFreed(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	available := func(size string) rueidis.RedisResult {
+		return luascripts.HeaderCall(luascripts.SemaphoreAvailable, []string{k.lock, k.fence, k.queue, k.readers, k.gone},
+			[]string{k.wake, "publish", size}).Exec(t.Context(), rc)
+	}
+	for _, conflict := range []struct {
+		name string
+		call func() error
+	}{
+		{"Available", func() error { return available("3").Error() }},
+		{"an attempt", func() error {
+			args := []string{"c:1", "60000", "0", "5000", k.wake, "publish", "", "0", "1", "3"}
+			return luascripts.HeaderCall(luascripts.SemaphoreAcquire, k.acquireKeys(), args).Exec(t.Context(), rc).Error()
+		}},
+	} {
+		t.Run(conflict.name, func(t *testing.T) {
+			require.NoError(t, rc.Do(t.Context(), rc.B().Del().Key(k.lock, k.readers, k.queue).Build()).Error())
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "a:1", 1, 2, "1", 200, 5000)[0])
+			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "b:1", 1, 2, "1", 60000, 5000)[0])
+			time.Sleep(300 * time.Millisecond) // a:1's lease
+			err := conflict.call()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "RELOCKINVALID")
+			n, err := available("2").AsInt64()
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), n, "a:1's permit is free")
+		})
+	}
+}

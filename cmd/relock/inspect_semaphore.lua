@@ -1,7 +1,7 @@
 -- inspect_semaphore: a fragment, not a script: prepended to inspect.lua,
 -- which calls semaphore_of on the lock and the holders' expiries. Reads a
 -- semaphore's hash (see luascripts/semaphore.lua: "size", "used",
--- "keep", owner id -> "permits token") without changing anything; what
+-- "keep", "due", owner id -> "permits token") without changing anything; what
 -- its waiters want is in their queue records (luascripts/queue.lua).
 
 -- Returns false when lock is not a semaphore (not a hash with a "size"
