@@ -137,6 +137,22 @@ func expiryAt(t *testing.T, rc rueidis.Client, key string) int64 {
 	return ms
 }
 
+// holderExpiry returns owner's expiry in k's holders' zset (server time, ms).
+func (k lockKeys) holderExpiry(t *testing.T, rc rueidis.Client, owner string) int64 {
+	t.Helper()
+	ms, err := rc.Do(t.Context(), rc.B().Zscore().Key(k.readers).Member(owner).Build()).AsFloat64()
+	require.NoError(t, err)
+	return int64(ms)
+}
+
+// waitPastExpiry waits until the server's clock has passed owner's expiry
+// in k's holders' zset.
+func (k lockKeys) waitPastExpiry(t *testing.T, rc rueidis.Client, owner string) {
+	t.Helper()
+	expiry := k.holderExpiry(t, rc, owner)
+	eventually(t, owner+"'s expiry to pass", func() bool { return serverMicros(t, rc)/1000 > expiry })
+}
+
 // The hash and the holders' zset outlive every queued waiter's deadline,
 // whichever waiter timeout each gave: a waiter's attempt skips extending
 // them only while the bound the hash keeps says they live long enough,
@@ -413,13 +429,10 @@ func TestSemaphoreDueFollowsEveryEarlierExpiry(t *testing.T) {
 			rc := redistest.New(t).Client(t)
 			k := keysFor(t, rc, tc.name)
 			tc.hold(t, rc, k)
-			ctx := t.Context()
-			due, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("due").Build()).AsInt64()
+			due, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("due").Build()).AsInt64()
 			require.NoError(t, err)
-			expiry, err := rc.Do(ctx, rc.B().Zscore().Key(k.readers).Member("s:1").Build()).AsFloat64()
-			require.NoError(t, err)
-			require.LessOrEqual(t, due, int64(expiry), "due comes no later than s:1's expiry")
-			time.Sleep(time.Duration(int64(expiry)-serverMicros(t, rc)/1000+50) * time.Millisecond)
+			require.LessOrEqual(t, due, k.holderExpiry(t, rc, "s:1"), "due comes no later than s:1's expiry")
+			k.waitPastExpiry(t, rc, "s:1")
 			assert.Equal(t, int64(1), k.semAttemptFor(t, rc, "b:1", 1, 2, "0", 60000, 5000)[0], "s:1's permit came back at its expiry")
 		})
 	}
@@ -438,9 +451,7 @@ func TestSemaphoreTakeUpWithoutDueLeavesItUnknown(t *testing.T) {
 	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:2", 1, 0), "hands h:2's permit to s:1")
 	require.NoError(t, rc.Do(ctx, rc.B().Hdel().Key(k.lock).Field("due").Build()).Error()) // as older scripts leave the hash
 	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "s:1", 1, 2, "1", 30000, 5000)[0], "s:1 takes its grant up")
-	expiry, err := rc.Do(ctx, rc.B().Zscore().Key(k.readers).Member("h:1").Build()).AsFloat64()
-	require.NoError(t, err)
-	time.Sleep(time.Duration(int64(expiry)-serverMicros(t, rc)/1000+50) * time.Millisecond)
+	k.waitPastExpiry(t, rc, "h:1")
 	assert.Equal(t, int64(1), k.semAttemptFor(t, rc, "b:1", 1, 2, "0", 60000, 5000)[0], "h:1's permit came back at its expiry")
 }
 
@@ -453,7 +464,7 @@ func TestSemaphoreWaitAfterPurgeIsTheHoldersLeft(t *testing.T) {
 	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "a:1", 2, 2, "1", 200, 5000)[0])
 	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "w:1", 1, 2, "1", 60000, 60000)[0])
 	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "w:2", 2, 2, "1", 60000, 60000)[0])
-	time.Sleep(300 * time.Millisecond) // a:1's lease
+	k.waitPastExpiry(t, rc, "a:1")
 	v := k.semAttemptFor(t, rc, "c:1", 2, 2, "1", 60000, 60000)
 	require.Equal(t, int64(0), v[0], "w:1 served, w:2 first, c:1 queued")
 	assert.Greater(t, v[1], int64(30000), "c:1 sleeps until w:1's grant expires (its 60 s waiter deadline)")
@@ -483,7 +494,7 @@ func TestSemaphoreSizeConflictKeepsWhatPurgeFreed(t *testing.T) {
 			require.NoError(t, rc.Do(t.Context(), rc.B().Del().Key(k.lock, k.readers, k.queue).Build()).Error())
 			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "a:1", 1, 2, "1", 200, 5000)[0])
 			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "b:1", 1, 2, "1", 60000, 5000)[0])
-			time.Sleep(300 * time.Millisecond) // a:1's lease
+			k.waitPastExpiry(t, rc, "a:1")
 			err := conflict.call()
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "RELOCKINVALID")
