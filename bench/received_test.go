@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,10 @@ func TestReceivedByChannel(t *testing.T) {
 func TestWakeUpsCounted(t *testing.T) {
 	addr := testRedis(t)
 	sent := newSentCommands()
-	waiter, closeWaiter, err := newRelock(rueidisOption(addr, false), sent.wrap)
+	var answered atomic.Int64 // the waiter's script calls answered
+	waiter, closeWaiter, err := newRelock(rueidisOption(addr, false), func(rc rueidis.Client) rueidis.Client {
+		return sent.wrap(answeredClient{Client: rc, n: &answered})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +86,10 @@ func TestWakeUpsCounted(t *testing.T) {
 	})
 	// And asleep: once subscribed, a waiter tries once more (a release
 	// before its subscription would be missed otherwise); a release before
-	// that try would end the wait with no wake-up.
-	locktest.Eventually(t, "the waiter's try after subscribing", func() bool {
-		n := sent.snapshot()
-		return n["fcall"]+n["evalsha"]+n["eval"] >= 2
-	})
+	// that try ran in Redis would let the try take the lock free, ending
+	// the wait before its wake-up is read. Sent is not enough: the try
+	// must have been answered.
+	locktest.Eventually(t, "the waiter's try after subscribing", func() bool { return answered.Load() >= 2 })
 	if err := held.Unlock(); err != nil {
 		t.Fatal(err)
 	}
@@ -112,4 +115,20 @@ func TestWakeUpsCounted(t *testing.T) {
 	if w := sent.wakeUps(); w.Lost != 1 {
 		t.Errorf("after a force unlock: counted %+v, want one loss notice", w)
 	}
+}
+
+// answeredClient is a rueidis.Client that counts in n the script calls
+// answered.
+type answeredClient struct {
+	rueidis.Client
+	n *atomic.Int64
+}
+
+func (c answeredClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	_, isScript := firstArg(&cmd) // read before the send: rueidis recycles cmd
+	res := c.Client.Do(ctx, cmd)
+	if isScript {
+		c.n.Add(1)
+	}
+	return res
 }
