@@ -71,9 +71,10 @@ type library struct {
 	// overlaps reports that holds of this row may overlap (read locks), so
 	// holder switches mean nothing.
 	overlaps bool
-	// ordered reports that grants of this row follow arrival order even
-	// though its holds overlap (the semaphore): FIFO violations are
-	// counted, in the grants' order as their tokens tell it (tokenLocker).
+	// ordered reports that grants of this row follow arrival order (the
+	// fair lock, the semaphore, even though its holds overlap): FIFO
+	// violations are counted in the grants' order as their tokens tell
+	// it, each wait dated on Redis's clock (tokenLocker, datedByRedis).
 	ordered bool
 	// open connects to the Redis at addr and returns the locker and what
 	// closes everything open opened. Its clients count the commands they
@@ -94,7 +95,7 @@ type library struct {
 var libraries = []*library{
 	relockLibrary("relock", "relock mutex", "mutex.New; wake-up driven, no retry knobs", "relock mutex", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockMutex),
 	relockLibrary("relock-reentrant", "relock reentrant", "reentrant.New", "relock reentrant", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockReentrant),
-	relockLibrary("relock-fair", "relock fair", "fair.New (FIFO queue)", "relock fair", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockFair),
+	relockFairLibrary(),
 	relockLibrary("relock-rwlock-write", "relock rwlock", "rwlock.New, write lock", "relock rwlock (write)", inUncontended|inDistinct, relockRWWrite),
 	relockSemaphoreLibrary(),
 	relockScripts(),

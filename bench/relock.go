@@ -40,6 +40,14 @@ func relockFair(ctx context.Context, c *relock.Client, name string) (*relock.Lea
 	return fair.New(c, name).Lock(ctx)
 }
 
+// relockFairLibrary is the fair lock's row: its hot-key rows count FIFO
+// violations with each wait dated on Redis's clock (datedByRedis).
+func relockFairLibrary() *library {
+	l := relockLibrary("relock-fair", "relock fair", "fair.New (FIFO queue)", "relock fair", inUncontended|inDistinct|inHotKey|inSpread|inWaiters, relockFair)
+	datedByRedis(l, relockFair)
+	return l
+}
+
 func relockRWWrite(ctx context.Context, c *relock.Client, name string) (*relock.Lease, error) {
 	return rwlock.New(c, name).Lock(ctx)
 }
