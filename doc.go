@@ -143,7 +143,7 @@
 //
 //   - P:{E}, the lock: a string (mutex), a hash of owner → hold count, or
 //     a semaphore's hash (its size, the permits held, each holder's
-//     permits and token);
+//     permits, token and expiry);
 //   - P:{E}:fence, the last fencing token issued;
 //   - P:{E}:queue, queued waiters in arrival order (a fair lock's, a
 //     mutex's or reentrant lock's starving waiters and those behind them,
@@ -153,8 +153,7 @@
 //     server time in ms until which it is alive; keep: a time before
 //     which the key cannot expire; grant: how a hand-over gives it the
 //     lock, "string", "hash" or "permits");
-//   - P:{E}:readers, a read-write lock's readers' deadlines (a semaphore's
-//     holders' expiries);
+//   - P:{E}:readers, a read-write lock's readers' deadlines;
 //   - P:{E}:gone, owners whose acquire may still land after they gave up,
 //     refused when it does;
 //   - P:{E}:wake, the wake-up channel of broadcasts (sharded pub/sub in

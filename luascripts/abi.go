@@ -118,7 +118,7 @@ type Keys struct {
 	Lock    string // the lock itself: string (mutex) or hash of owner → holds
 	Fence   string // the last fencing token issued
 	Queue   string // queued waiters of every kind, in arrival order, with their deadlines (see ParseQueue)
-	Readers string // rwlock: reader deadlines; semaphore: holders' expiries
+	Readers string // rwlock: reader deadlines
 	Gone    string // owners whose acquire may still land after they gave up
 	Wake    string // the wake-up channel
 

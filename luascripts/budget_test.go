@@ -187,11 +187,11 @@ func TestCommandBudget(t *testing.T) {
 	})
 
 	// The uncontended semaphore: EXISTS (gone, queue and the lock), TIME,
-	// SET GET (the fence), HSET, ZADD and two PEXPIREs (holders'
-	// expiries); HMGET, EXISTS (queue), DEL.
+	// SET GET (the fence), HSET (the holder's expiry with its field),
+	// PEXPIRE; HMGET, EXISTS (queue), DEL.
 	sem := keysFor(t, rc, "sem")
 	semaphore := func(owner string, n int) []int64 { return sem.semAttempt(t, rc, owner, "1", n, 2) }
-	budget("semaphore acquire, free", 8, func() { require.Equal(t, int64(1), semaphore("h", 1)[0]) })
+	budget("semaphore acquire, free", 6, func() { require.Equal(t, int64(1), semaphore("h", 1)[0]) })
 	budget("semaphore release, nobody queued", 4, func() {
 		require.Equal(t, int64(1), sem.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))
 	})
@@ -202,26 +202,26 @@ func TestCommandBudget(t *testing.T) {
 	// no look at the first waiter, as none fits; the hash's "keep" says the
 	// keys outlive it, no PEXPIRE), and the release that hands on to both
 	// (per grant ZRANGE (the first waiter, whose record holds its want),
-	// ZREMRANGEBYRANK, SET GET, ZADD, PUBLISH; one HDEL and one HSET for
-	// all; PTTL and PEXPIRE, as no permit was held: the holders' zset is
-	// made anew; no look at the next waiter once every permit is held; no
-	// look for dead holders, "due" being ahead).
+	// ZREMRANGEBYRANK, SET GET, PUBLISH; one HDEL and one HSET for all,
+	// the holders' expiries in their fields; no look at the next waiter
+	// once every permit is held; no look for dead holders, "due" being
+	// ahead).
 	require.Equal(t, int64(1), semaphore("h", 2)[0])
 	require.Equal(t, int64(0), semaphore("a", 1)[0])
 	budget("semaphore attempt, queued behind a waiter", 6, func() { require.Equal(t, int64(0), semaphore("b", 1)[0]) })
-	budget("semaphore release, handing on to two waiters", 20, func() {
+	budget("semaphore release, handing on to two waiters", 15, func() {
 		require.Equal(t, int64(1), sem.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))
 	})
 	// The hot path of a busy semaphore: every permit held, waiters queued;
 	// a release hands its permit to the first and a new attempt queues.
-	// Per grant, the release's 11 (HMGET, ZREM, TIME, ZRANGE and
-	// ZREMRANGEBYRANK of the first waiter, SET GET, ZADD, PUBLISH, HDEL,
-	// HSET) and the attempt's 6: the attempt does not look at the first
+	// Per grant, the release's 9 (HMGET, TIME, ZRANGE and
+	// ZREMRANGEBYRANK of the first waiter, SET GET, PUBLISH, HDEL, HSET:
+	// the holders' expiries are fields of the hash) and the attempt's 6: the attempt does not look at the first
 	// waiter, as no waiter fits, nor at the holders, as "due" says none
 	// expired (EXISTS, HMGET, TIME, ZRANGE of the last waiter, ZADD).
 	require.Equal(t, int64(0), semaphore("c", 1)[0])
 	require.Equal(t, int64(0), semaphore("d", 1)[0])
-	budget("semaphore release, handing on to one waiter of several", 11, func() {
+	budget("semaphore release, handing on to one waiter of several", 9, func() {
 		require.Equal(t, int64(1), sem.release(t, rc, luascripts.SemaphoreRelease, "a", 1, 0))
 	})
 	budget("semaphore attempt, queued behind waiters, every permit held", 6, func() { require.Equal(t, int64(0), semaphore("e", 1)[0]) })

@@ -3,30 +3,32 @@
 --
 -- A semaphore is these keys under its name's hash tag:
 --   the lock (a hash): "size" -> the size its permits are held under,
---     "used" -> how many are held, each holder's owner id -> "n token"
---     (its permits and its grant's fencing token), "keep" -> a server
---     time (ms) before which neither the hash nor the holders' zset can
---     expire (outlast), and "due" -> a server time (ms) no later than
---     any holder's expiry (purge);
---   the holders' expiries (the lock's "readers" key; a zset: owner id ->
---     server time, ms), which their watchdogs push forward;
+--     "used" -> how many are held, each holder's owner id -> "n token
+--     expiry" (its permits, its grant's fencing token and its expiry, a
+--     server time in ms, which its watchdog pushes forward), "keep" -> a
+--     server time (ms) before which the hash cannot expire (outlast), and
+--     "due" -> a server time (ms) no later than any holder's expiry
+--     (purge);
 --   the queue (queue.lua), in arrival order, which waiters of the kinds
 --     sharing the name share: a semaphore's waiter's record says the
 --     permits it waits for (its grant, "permits" n, n in letters:
 --     queue.lua, permit_letters).
--- Field names without a ':' cannot be owner ids, which are "client:seq".
+-- Owner ids are "client:seq"; the hash's own fields are the four above
+-- (own_fields).
 -- "due" spares the common attempt and release a read of the holders'
--- expiries: while the clock is before it, no holding has expired. A
--- hash written by scripts that predate it has none, and is read as due
--- now; scripts of such a version sharing the name during a rolling
--- deploy do not move it back for the holdings they grant, whose permits
--- then come back when due passes (never before their expiry), or when
--- one of those scripts purges them.
--- The hash and the holders' zset go when the last permit is given back
--- with nobody queued, so that a semaphore nobody uses leaves no key but
--- its fence, and the next caller's size holds.
+-- expiries: while the clock is before it, no holding has expired. Once
+-- it has passed, purge reads every holder (HGETALL), frees the dead and
+-- moves due on to the first expiry left: a scan of the holders about
+-- once per lease, or per waiter timeout while releases hand permits on
+-- (a handed grant lasts until its waiter's deadline, and moves due back
+-- to it), where a zset of the expiries would cost every grant and
+-- release a command more.
+-- The hash goes when the last permit is given back with nobody queued,
+-- so that a semaphore nobody uses leaves no key but its fence, and the
+-- next caller's size holds.
 
 local size_field, used_field, keep_field, due_field = 'size', 'used', 'keep', 'due'
+local own_fields = {size = true, used = true, keep = true, due = true}
 
 -- Numbers go to redis.call as strings where that is free ('0', a
 -- decimal string read or passed in), or printed with '%d': Redis's Lua
@@ -34,26 +36,40 @@ local size_field, used_field, keep_field, due_field = 'size', 'used', 'keep', 'd
 -- costs more than most commands here. Decimal strings become numbers by
 -- arithmetic (time.lua).
 
--- Extends the TTL of the semaphore's hash or holders' zset to at least ms
--- milliseconds, in one command: unlike the keys extend (time.lua) takes,
--- these always have an expiry, set by the script that creates them.
+-- Extends the TTL of the semaphore's hash to at least ms milliseconds, in
+-- one command: unlike the keys extend (time.lua) takes, it always has an
+-- expiry, set by the script that creates it.
 local function lengthen(key, ms)
   redis_call('pexpire', key, ms, 'GT')
 end
 
--- Returns the permits and the token (decimal strings) of a holder's field,
--- "n token": cut at its space by a plain find, cheaper than a pattern.
+-- Returns the permits, the token and the expiry (decimal strings) of a
+-- holder's field, "n token expiry": cut at its spaces by plain finds,
+-- cheaper than a pattern. The expiry is nil for a field "n token" that
+-- earlier scripts wrote, which kept the holders' expiries in a zset of
+-- their own: such a holding is never purged here, and its permits come
+-- back when it is released or the hash expires.
 local function holding(v)
   local space = string_find(v, ' ', 1, true)
-  return string_sub(v, 1, space - 1), string_sub(v, space + 1)
+  local second = string_find(v, ' ', space + 1, true)
+  if not second then
+    return string_sub(v, 1, space - 1), string_sub(v, space + 1), nil
+  end
+  return string_sub(v, 1, space - 1), string_sub(v, space + 1, second - 1), string_sub(v, second + 1)
+end
+
+-- Returns a holder's field: n permits (a decimal string) granted with
+-- token until expiry (decimal strings).
+local function holder_field(n, token, expiry)
+  return n .. ' ' .. token .. ' ' .. expiry
 end
 
 -- The hash's writes of one script, deferred to its end (flush), so that
 -- they cost one HDEL and one HSET however many waiters it serves: dels
 -- and sets are flat field lists (field, value, … for sets), never naming
 -- a field twice; keep is the hash's "keep" (server time, ms, before which
--- neither the hash nor the holders' zset can expire: the write of it made
--- sure of that, and their expiries are only ever lengthened), or nil when
+-- the hash cannot expire: the write of it made sure of that, and its
+-- expiry is only ever lengthened), or nil when
 -- none is known, and moved whether the script moved it on; due and
 -- due_moved the same of the hash's "due" (purge).
 local function writes(keep, due)
@@ -103,20 +119,17 @@ local function delete_field(lock, w, field)
   end
 end
 
--- Makes sure the hash lock and the holders' zset outlive ms milliseconds
--- from now. When w's keep does not say so already, extends both expiries
--- to twice ms, never shortening either (callers may use different leases
--- and waiter timeouts), and moves keep on, so that the writes that follow
--- within ms find keep far enough and extend nothing. The holders'
--- expiries go with the hash, never before it ("used" counts the permits
--- they hold): both are only ever extended together, to the same length.
-local function outlast(lock, holders, w, ms)
+-- Makes sure the hash lock outlives ms milliseconds from now. When w's
+-- keep does not say so already, extends its expiry to twice ms, never
+-- shortening it (callers may use different leases and waiter timeouts),
+-- and moves keep on, so that the writes that follow within ms find keep
+-- far enough and extend nothing.
+local function outlast(lock, w, ms)
   ms = ms + 0
   if w.keep and w.keep >= server_ms() + ms then
     return
   end
   lengthen(lock, 2 * ms)
-  lengthen(holders, 2 * ms)
   w.keep, w.moved = server_ms() + 2 * ms, true
 end
 
@@ -132,30 +145,22 @@ end
 -- now (at and expiry, when not nil: that time, server time in ms, as a
 -- number and as a decimal string), with a fencing token, which it returns
 -- (a decimal string); writes owner's field and due through w. The caller
--- writes "used". fresh says the hash and the holders' zset
--- had no expiry to keep: a new semaphore's first grant writes the hash at
--- once (w's fields with it) and sets their expiries in one command each.
--- held is the permits held before the grant: with none, the holders'
--- zset was empty, hence absent, and the ZADD makes it without expiry.
-local function grant(lock, fence, holders, owner, n, ms, at, expiry, fresh, held, w)
+-- writes "used". fresh says the hash had no expiry to keep: a new
+-- semaphore's first grant writes the hash at once (w's fields with it)
+-- and sets its expiry.
+local function grant(lock, fence, owner, n, ms, at, expiry, fresh, w)
   local token = next_token_string(fence)
-  write_field(lock, w, owner, n .. ' ' .. token)
   at = at or server_ms() + ms
-  redis_call('zadd', holders, expiry or string_format('%d', at), owner)
+  write_field(lock, w, owner, holder_field(n, token, expiry or string_format('%d', at)))
   if fresh then
     w.keep, w.moved = server_ms() + ms, true
     w.due, w.due_moved = at, true
     flush(lock, w)
     redis_call('pexpire', lock, ms)
-    redis_call('pexpire', holders, ms)
     return token
   end
-  if held == 0 then
-    -- The holders' zset goes with the hash, never before it (outlast).
-    redis_call('pexpire', holders, math_max(ms, redis_call('pttl', lock)))
-  end
   lower_due(w, at)
-  outlast(lock, holders, w, ms)
+  outlast(lock, w, ms)
   return token
 end
 
@@ -163,56 +168,49 @@ end
 -- were cut off from Redis for longer than their lease: their leases have
 -- ended), and returns how many of used are still held and a server time
 -- (ms) no later than the first expiry of the holders left, for wait_for
--- (false when none is held); or nil alone when the hash counts permits
--- held but no holder is on record (semaphore_acquire starts afresh).
+-- (false when none is held). gone, if not nil, is an owner whose field
+-- the caller deletes already (a release): it is no holder left.
 -- While the server's clock is before w's due (the hash's "due", no later
 -- than any holder's expiry: every write of a holder's expiry keeps it
 -- so, lower_due), nobody can be dead: purge reads nothing and returns
--- due. Otherwise it reads the first holder with its expiry (Redis prints
--- a score with '%.17g', which costs more than the ZRANGE: hence due),
--- frees the dead, if any, and moves due on to the first expiry left,
--- through w.
-local function purge(lock, holders, used, w)
+-- due. Otherwise it reads every field of the hash, frees the dead, if
+-- any, and moves due on to the first expiry left, through w.
+local function purge(lock, used, w, gone)
   if used == 0 then
     -- Nobody holds: due bounds no expiry, and the next grant sets it
     -- (lower_due), rather than keep one that may have passed.
     w.due = nil
     return 0, false
   end
-  if w.due and w.due > server_ms() then
+  local now = server_ms()
+  if w.due and w.due > now then
     return used, w.due
   end
-  local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
-  if not first[2] then
-    -- Permits counted held with no holder on record: the holders' zset
-    -- expired first. Their expiries are set together, but one from the
-    -- hash's PTTL (grant), which Redis truncates to the millisecond, so
-    -- the zset may go up to a millisecond before the hash. Nil, for the
-    -- caller to start afresh.
-    return nil
-  end
-  local expiry = first[2] + 0
-  if expiry <= server_ms() then
-    local dead = redis_call('zrange', holders, '-inf', server_ms_string(), 'BYSCORE')
-    for _, owner in ipairs(dead) do
-      local v = redis_call('hget', lock, owner)
-      if v then
-        used = used - holding(v)
-        redis_call('hdel', lock, owner)
+  local first = false
+  local all = redis_call('hgetall', lock)
+  for i = 1, #all, 2 do
+    local owner = all[i]
+    if not own_fields[owner] and owner ~= gone then
+      local n, _, expiry = holding(all[i + 1])
+      expiry = expiry and expiry + 0
+      if not expiry then
+        -- Unknown (earlier scripts'): alive, and bounds nothing.
+      elseif expiry <= now then
+        used = used - n
+        delete_field(lock, w, owner)
+      elseif not first or expiry < first then
+        first = expiry
       end
     end
-    redis_call('zrem', holders, unpack_list(dead))
-    first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
-    if not first[2] then
-      w.due = nil -- as with nobody holding, above
-      return used, false
-    end
-    expiry = first[2] + 0
   end
-  if expiry ~= w.due then
-    w.due, w.due_moved = expiry, true
+  if not first then
+    w.due = nil -- as with nobody holding, above
+    return used, false
   end
-  return used, expiry
+  if first ~= w.due then
+    w.due, w.due_moved = first, true
+  end
+  return used, first
 end
 
 -- Hands permits to the waiters at the head of the queue, in arrival
@@ -221,8 +219,8 @@ end
 -- longer than its waiter timeout) and woken with "owner token"; except
 -- self, the caller's own owner, asking for self_n, which is granted for
 -- its lease, self_ms milliseconds from now (the lease its reply grants
--- it), and whose reply says so. fresh says the hash and the holders' zset
--- had no expiry to keep (grant): the first grant sets them.
+-- it), and whose reply says so. fresh says the hash had no expiry to
+-- keep (grant): the first grant sets it.
 -- Purges the dead waiters it meets (queue.lua, queue_head). Stops at the
 -- first live waiter that does not fit, so that no waiter is overtaken by
 -- later ones asking for fewer; one whose want is unknown (a record
@@ -238,7 +236,7 @@ end
 -- Returns the permits held now, the live waiter left first (a queue.lua
 -- waiter table, or nil: none, or, for a release, not looked for once
 -- every permit is held), and self's token if self was granted.
-local function serve(lock, fence, queue, holders, size, used, pub, channel, self, self_n, self_ms, fresh, w)
+local function serve(lock, fence, queue, size, used, pub, channel, self, self_n, self_ms, fresh, w)
   local now = server_ms()
   local mine
   while true do
@@ -269,7 +267,7 @@ local function serve(lock, fence, queue, holders, size, used, pub, channel, self
     if head.owner == self then
       ms, at, expiry = self_ms, nil, nil
     end
-    local token = grant(lock, fence, holders, head.owner, n, ms, at, expiry, fresh, used, w)
+    local token = grant(lock, fence, head.owner, n, ms, at, expiry, fresh, w)
     fresh = false
     used = used + want
     if head.owner == self then
@@ -282,11 +280,11 @@ end
 
 -- Writes how many permits are held (and the size, if not nil) with w's
 -- other writes, or, with none held and nobody queued (head is the first
--- live waiter, or nil), deletes the semaphore's hash and holders' zset
--- instead: it is free, and the next caller's size holds.
-local function settle(lock, holders, used, head, size, w)
+-- live waiter, or nil), deletes the semaphore's hash instead: it is
+-- free, and the next caller's size holds.
+local function settle(lock, used, head, size, w)
   if used == 0 and not head then
-    redis_call('del', lock, holders)
+    redis_call('del', lock)
     return
   end
   write_field(lock, w, used_field, string_format('%d', used))
@@ -301,14 +299,10 @@ end
 -- wake-up if it died), and, when another waiter, head, is first, no later
 -- than its deadline (it is purged then if it died). Granted permits come
 -- with a wake-up by name. earliest is no later than the first holder's
--- expiry when known (purge; false: nobody holds), else nil.
-local function wait_for(holders, owner, head, earliest)
+-- expiry (purge), or false: nobody holds.
+local function wait_for(owner, head, earliest)
   local now = server_ms()
   local wait = -1
-  if earliest == nil then
-    local first = redis_call('zrange', holders, '0', '0', 'WITHSCORES')
-    earliest = first[2] and first[2] + 0
-  end
   if earliest then
     wait = math_max(earliest - now, 0)
   end

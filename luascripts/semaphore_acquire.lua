@@ -6,7 +6,7 @@
 -- KEYS[1]  the lock (hash; see semaphore.lua)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (zset: the waiters in arrival order; see queue.lua)
--- KEYS[4]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[4]  unused (the holders' expiries are in the lock's hash)
 -- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
@@ -32,7 +32,7 @@
 -- recorded as gone, which is neither granted nor queued (its caller gave
 -- up before this attempt landed). Fails with a RELOCKINVALID error when
 -- permits are held under another size.
-local lock, fence, queue, holders, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, fence, queue, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
 local owner, ms, pub, channel = ARGV[1], ARGV[2] + 0, ARGV[6], ARGV[5]
 local n, size = ARGV[9] + 0, ARGV[10] + 0
 
@@ -45,15 +45,13 @@ local seen = redis_call('exists', gone, queue, queue, lock, lock, lock, lock)
 if seen == 0 and n <= size then
   -- Nothing gone, queued or held: a fresh semaphore, whose first grant
   -- writes the hash whole (what grant, below, writes for it through w:
-  -- the permits held, the size, the holder's field and keep, the
-  -- holder's expiry, and due: that expiry), and sets both keys' expiries.
+  -- the permits held, the size, the holder's field and keep, and due:
+  -- the holder's expiry), and sets its expiry.
   local token = next_token_string(fence)
   local expiry = string_format('%d', server_ms() + ms)
-  redis_call('hset', lock, used_field, ARGV[9], size_field, ARGV[10], owner, ARGV[9] .. ' ' .. token, keep_field, expiry,
-    due_field, expiry)
+  redis_call('hset', lock, used_field, ARGV[9], size_field, ARGV[10], owner, holder_field(ARGV[9], token, expiry),
+    keep_field, expiry, due_field, expiry)
   redis_call('pexpire', lock, ARGV[2])
-  redis_call('zadd', holders, expiry, owner)
-  redis_call('pexpire', holders, ARGV[2])
   return {1, token + 0}
 end
 local queued_any = seen % 4 >= 2
@@ -75,21 +73,25 @@ if seen > 0 then
     return {0, -1}
   end
 end
-local expiry = v[3] and tonumber(redis_call('zscore', holders, owner))
-if expiry and expiry > server_ms() then
+local held_n, token, expiry
+if v[3] then
+  held_n, token, expiry = holding(v[3])
+  expiry = expiry and expiry + 0
+end
+if v[3] and (not expiry or expiry > server_ms()) then
   -- A release handed permits to this owner, a queued waiter: its lease
-  -- from now on. (A grant that expired is purged below.)
-  local _, token = holding(v[3])
+  -- from now on. (A grant that expired is purged below; one that
+  -- earlier scripts recorded without its expiry is taken up.)
   local at = server_ms() + ms
-  redis_call('zadd', holders, at, owner)
+  local at_string = string_format('%d', at)
   if v[5] and at < v[5] + 0 then
     -- The lease ends before the grant would have: due comes no later.
-    -- (A hash without due, from older scripts, is read as due now.)
-    redis_call('hset', lock, due_field, string_format('%d', at))
+    redis_call('hset', lock, owner, holder_field(held_n, token, at_string), due_field, at_string)
+  else
+    redis_call('hset', lock, owner, holder_field(held_n, token, at_string))
   end
   lengthen(lock, ms)
-  lengthen(holders, ms)
-  if expiry > server_ms() + ms then
+  if expiry and expiry > at then
     -- The first waiter may be sleeping until the grant's expiry.
     wake_head(queue, pub, channel)
   end
@@ -97,14 +99,7 @@ if expiry and expiry > server_ms() then
 end
 local w = writes(v[4], v[5])
 local stored = (v[2] or 0) + 0
-local used, earliest = purge(lock, holders, stored, w)
-if not used then
-  -- Permits counted held with no holder on record (keys that expired
-  -- apart, see purge): nobody can give them back. The
-  -- semaphore starts afresh, and the caller tries again at once.
-  redis_call('del', lock, holders)
-  return {0, -2}
-end
+local used, earliest = purge(lock, stored, w)
 local resize = nil
 if (v[1] and v[1] + 0) ~= size then
   if used > 0 then
@@ -127,17 +122,17 @@ local head, mine
 local saturated = queued_any and used >= size
 if queued_any and not saturated then
   local held = used
-  used, head, mine = serve(lock, fence, queue, holders, size, used, pub, channel, owner, ARGV[9], ms, fresh, w)
+  used, head, mine = serve(lock, fence, queue, size, used, pub, channel, owner, ARGV[9], ms, fresh, w)
   if used ~= held then
     -- Granted to waiters: the first holder's expiry may have moved back
-    -- to a grant's, which due followed (grant), and the hash and the
-    -- holders' zset have expiries now.
+    -- to a grant's, which due followed (grant), and the hash has an
+    -- expiry now.
     earliest = w.due
     fresh = false
   end
 end
 if mine then
-  settle(lock, holders, used, head, resize, w)
+  settle(lock, used, head, resize, w)
   return {1, mine + 0}
 end
 if not head and used + n <= size then
@@ -145,7 +140,7 @@ if not head and used + n <= size then
   if resize then
     write_field(lock, w, size_field, ARGV[10])
   end
-  local token = grant(lock, fence, holders, owner, ARGV[9], ms, nil, nil, fresh, used, w)
+  local token = grant(lock, fence, owner, ARGV[9], ms, nil, nil, fresh, w)
   flush(lock, w)
   return {1, token + 0}
 end
@@ -162,13 +157,13 @@ if ARGV[3] ~= '0' then
     flush(lock, w)
     redis_call('pexpire', lock, ARGV[4])
   else
-    outlast(lock, holders, w, ARGV[4])
+    outlast(lock, w, ARGV[4])
     flush(lock, w)
   end
 elseif used ~= stored or resize then
-  settle(lock, holders, used, head, resize, w)
+  settle(lock, used, head, resize, w)
 else
   -- Waiters granted (serve) as many permits as expired holders freed.
   flush(lock, w)
 end
-return queued_reply(wait_for(holders, owner, head, earliest), queued)
+return queued_reply(wait_for(owner, head, earliest), queued)

@@ -6,7 +6,7 @@
 -- KEYS[1]  the lock (hash; see semaphore.lua)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (zset; see queue.lua)
--- KEYS[4]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[4]  unused (the holders' expiries are in the lock's hash)
 -- KEYS[5]  unused (gone)
 -- ARGV[1]  wake-up channel
 -- ARGV[2]  publish command: "publish", or "spublish" in cluster mode
@@ -15,7 +15,7 @@
 -- Returns size minus the permits held. Fails with a RELOCKINVALID error
 -- when permits are held under another size; returns 0 when another kind's
 -- lock has the name.
-local lock, fence, queue, holders = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, fence, queue = KEYS[1], KEYS[2], KEYS[3]
 local size = tonumber(ARGV[3])
 local v = redis_pcall('hmget', lock, size_field, used_field, keep_field, due_field)
 if v.err then
@@ -26,8 +26,7 @@ if not v[1] then
 end
 local held = tonumber(v[2]) or 0
 local w = writes(v[3], v[4])
--- Nil: no holder on record, which the next attempt finds (purge).
-local used = purge(lock, holders, held, w) or held
+local used = purge(lock, held, w)
 if used > 0 and tonumber(v[1]) ~= size then
   -- What purge freed stays freed.
   if used ~= held then
@@ -38,8 +37,8 @@ if used > 0 and tonumber(v[1]) ~= size then
 end
 if used ~= held then
   local head
-  used, head = serve(lock, fence, queue, holders, tonumber(v[1]), used, ARGV[2], ARGV[1], nil, nil, nil, false, w)
-  settle(lock, holders, used, head, nil, w)
+  used, head = serve(lock, fence, queue, tonumber(v[1]), used, ARGV[2], ARGV[1], nil, nil, nil, false, w)
+  settle(lock, used, head, nil, w)
 else
   flush(lock, w) -- due, moved on by purge
 end

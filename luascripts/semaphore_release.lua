@@ -6,7 +6,7 @@
 --
 -- KEYS[1]  the lock (hash; see semaphore.lua)
 -- KEYS[2]  the queue (zset; see queue.lua)
--- KEYS[3]  the holders' expiries (zset: owner id -> server time, ms)
+-- KEYS[3]  unused (the holders' expiries are in the lock's hash)
 -- KEYS[4]  the gone owners (zset; see gone.lua)
 -- KEYS[5]  the fence counter (the tokens of handed-on grants)
 -- ARGV[1]  owner id
@@ -20,7 +20,7 @@
 -- woken.
 --
 -- Returns 1 when released, 0 when the owner held no permits.
-local lock, queue, holders, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, queue, gone, fence = KEYS[1], KEYS[2], KEYS[4], KEYS[5]
 local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
 record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
 local v = redis_pcall('hmget', lock, owner, size_field, used_field, keep_field, due_field)
@@ -36,12 +36,11 @@ if v[1] then
   released = 1
   if used == 0 and redis_call('exists', queue) == 0 then
     -- The last permit back, nobody queued: the common case, one DEL.
-    redis_call('del', lock, holders)
+    redis_call('del', lock)
     return released
   end
   w = writes(v[4], v[5])
   delete_field(lock, w, owner)
-  redis_call('zrem', holders, owner)
 elseif not dequeue(queue, owner) then
   return 0
 else
@@ -52,9 +51,8 @@ if not v[2] then
   flush(lock, w)
   return released
 end
--- Nil: no holder on record, which the next attempt finds (purge).
-used = purge(lock, holders, used, w) or used
+used = purge(lock, used, w, owner)
 local head
-used, head = serve(lock, fence, queue, holders, v[2] + 0, used, pub, channel, nil, nil, nil, false, w)
-settle(lock, holders, used, head, nil, w)
+used, head = serve(lock, fence, queue, v[2] + 0, used, pub, channel, nil, nil, nil, false, w)
+settle(lock, used, head, nil, w)
 return released

@@ -137,23 +137,28 @@ func expiryAt(t *testing.T, rc rueidis.Client, key string) int64 {
 	return ms
 }
 
-// holderExpiry returns owner's expiry in k's holders' zset (server time, ms).
+// holderExpiry returns owner's expiry (server time, ms): the last of its
+// field's "n token expiry".
 func (k lockKeys) holderExpiry(t *testing.T, rc rueidis.Client, owner string) int64 {
 	t.Helper()
-	ms, err := rc.Do(t.Context(), rc.B().Zscore().Key(k.readers).Member(owner).Build()).AsFloat64()
+	field, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field(owner).Build()).ToString()
 	require.NoError(t, err)
-	return int64(ms)
+	parts := strings.Split(field, " ")
+	require.Len(t, parts, 3, "field %q", field)
+	ms, err := strconv.ParseInt(parts[2], 10, 64)
+	require.NoError(t, err)
+	return ms
 }
 
-// waitPastExpiry waits until the server's clock has passed owner's expiry
-// in k's holders' zset.
+// waitPastExpiry waits until the server's clock has passed owner's
+// expiry.
 func (k lockKeys) waitPastExpiry(t *testing.T, rc rueidis.Client, owner string) {
 	t.Helper()
 	expiry := k.holderExpiry(t, rc, owner)
 	eventually(t, owner+"'s expiry to pass", func() bool { return serverMicros(t, rc)/1000 > expiry })
 }
 
-// The hash and the holders' zset outlive every queued waiter's deadline,
+// The hash outlives every queued waiter's deadline,
 // whichever waiter timeout each gave: a waiter's attempt skips extending
 // them only while the bound the hash keeps says they live long enough,
 // and a waiter with a longer timeout than that bound extends them.
@@ -167,26 +172,31 @@ func TestSemaphoreKeysOutliveTheWaiters(t *testing.T) {
 	}{{"a", 1000}, {"b", 1000}, {"c", 20000}, {"d", 1000}, {"e", 60000}} {
 		require.Equal(t, int64(0), k.semAttemptFor(t, rc, w.owner, 1, 1, "1", 200, w.waiterMs)[0], w.owner)
 		deadline := k.waiters(t, rc)[len(k.waiters(t, rc))-1].DeadlineMs
-		lock, holders := expiryAt(t, rc, k.lock), expiryAt(t, rc, k.readers)
-		assert.GreaterOrEqual(t, lock, deadline, "%s: the hash outlives the waiter", w.owner)
-		assert.GreaterOrEqual(t, holders, lock, "%s: the holders' expiries go with the hash, never before it", w.owner)
+		assert.GreaterOrEqual(t, expiryAt(t, rc, k.lock), deadline, "%s: the hash outlives the waiter", w.owner)
 	}
 }
 
-// A grant that finds no permit held makes the holders' zset anew: it gets
-// an expiry (the key never outlives the semaphore for good), no shorter
-// than the hash's, since "used" counts the permits it holds.
-func TestSemaphoreHoldersMadeByAGrantExpireWithTheHash(t *testing.T) {
+// The hash outlives each of its holders: a holder's expiry is a field of
+// it, and "used" counts the holder's permits. A renewal that lengthens a
+// holding lengthens the hash with it, and writes no key of its own.
+func TestSemaphoreHashOutlivesItsHolders(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	k := keysFor(t, rc)
 	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h", 1, 1, "1", 60000, 5000)[0])
 	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "a", 1, 1, "1", 60000, 5000)[0])
 	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "b", 1, 1, "1", 60000, 30000)[0])
-	// h's release leaves no holder: the grant to a makes the zset anew.
+	// h's release hands its permit to a, until a's deadline.
 	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))
-	lock, holders := expiryAt(t, rc, k.lock), expiryAt(t, rc, k.readers)
-	assert.Positive(t, holders, "the holders' zset has an expiry")
-	assert.GreaterOrEqual(t, holders, lock, "the holders' expiries go with the hash, never before it")
+	assert.GreaterOrEqual(t, expiryAt(t, rc, k.lock), k.holderExpiry(t, rc, "a"), "the hash outlives a's grant")
+	n, err := run(t, rc, luascripts.SemaphoreRenew, []string{k.lock, k.readers}, []string{"a", "120000"}).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	expiry := k.holderExpiry(t, rc, "a")
+	assert.Greater(t, expiry, serverMicros(t, rc)/1000+100000, "renewed for 120 s")
+	assert.GreaterOrEqual(t, expiryAt(t, rc, k.lock), expiry, "the hash outlives the renewed holding")
+	exists, err := rc.Do(t.Context(), rc.B().Exists().Key(k.readers).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, exists, "no key besides the hash")
 }
 
 // A release that frees a permit wakes a first waiter whose want is
@@ -260,9 +270,8 @@ func TestSemaphoreWritesLargeNumbersExactly(t *testing.T) {
 	assert.GreaterOrEqual(t, got[1], before)
 	field, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("h").Build()).ToString()
 	require.NoError(t, err)
-	assert.Equal(t, "1 "+strconv.FormatInt(got[1], 10), field)
-	expiry, err := rc.Do(t.Context(), rc.B().Zscore().Key(k.readers).Member("h").Build()).AsInt64()
-	require.NoError(t, err)
+	expiry := k.holderExpiry(t, rc, "h")
+	assert.Equal(t, "1 "+strconv.FormatInt(got[1], 10)+" "+strconv.FormatInt(expiry, 10), field)
 	assert.InDelta(t, before/1000+60000, expiry, 5000, "the lease's expiry, server ms")
 
 	require.Equal(t, int64(0), k.semAttempt(t, rc, "a", "1", 1, 1)[0])
@@ -272,12 +281,13 @@ func TestSemaphoreWritesLargeNumbersExactly(t *testing.T) {
 	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h", 1, 0))
 	field, err = rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("a").Build()).ToString()
 	require.NoError(t, err)
-	n, token, ok := strings.Cut(field, " ")
-	require.True(t, ok, field)
-	assert.Equal(t, "1", n)
-	minted, err := strconv.ParseInt(token, 10, 64)
+	parts := strings.Split(field, " ")
+	require.Len(t, parts, 3, field)
+	assert.Equal(t, "1", parts[0])
+	minted, err := strconv.ParseInt(parts[1], 10, 64)
 	require.NoError(t, err)
 	assert.Greater(t, minted, got[1], "the hand-over's token")
+	assert.Equal(t, strconv.FormatInt(w[0].DeadlineMs, 10), parts[2], "the hand-over lasts until the waiter's deadline")
 }
 
 // A waiter whose own attempt finds its turn come and the permits free (a
@@ -294,7 +304,7 @@ func TestSemaphoreWaiterServedByItsAttemptHoldsForItsLease(t *testing.T) {
 			time.Sleep(400 * time.Millisecond) // the holder's 300 ms lease
 		}},
 		{"semaphore deleted", func(t *testing.T, rc rueidis.Client, k lockKeys) {
-			require.NoError(t, rc.Do(t.Context(), rc.B().Del().Key(k.lock, k.readers).Build()).Error())
+			require.NoError(t, rc.Do(t.Context(), rc.B().Del().Key(k.lock).Build()).Error())
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -305,14 +315,10 @@ func TestSemaphoreWaiterServedByItsAttemptHoldsForItsLease(t *testing.T) {
 			tc.free(t, rc, k)
 			require.Equal(t, int64(1), k.semAttemptFor(t, rc, "a:1", 1, 1, "1", leaseMs, 5000)[0], "served by its own attempt")
 			nowMs := serverMicros(t, rc) / 1000
-			expiry, err := rc.Do(t.Context(), rc.B().Zscore().Key(k.readers).Member("a:1").Build()).AsFloat64()
+			assert.Greater(t, k.holderExpiry(t, rc, "a:1"), nowMs+leaseMs-5000, "the holder's expiry is its lease from now")
+			pttl, err := rc.Do(t.Context(), rc.B().Pttl().Key(k.lock).Build()).AsInt64()
 			require.NoError(t, err)
-			assert.Greater(t, int64(expiry), nowMs+leaseMs-5000, "the holder's expiry is its lease from now")
-			for _, key := range []string{k.lock, k.readers} {
-				pttl, err := rc.Do(t.Context(), rc.B().Pttl().Key(key).Build()).AsInt64()
-				require.NoError(t, err)
-				assert.Greater(t, pttl, int64(leaseMs-5000), "%s outlives the lease", key)
-			}
+			assert.Greater(t, pttl, int64(leaseMs-5000), "the hash outlives the lease")
 		})
 	}
 }
@@ -345,9 +351,9 @@ func TestSemaphoreRecordGrantIsLetters(t *testing.T) {
 }
 
 // The first grant of a fresh semaphore writes the hash whole (the
-// permits held, the size, the holder's "n token" and keep, its expiry)
-// and the holder's expiry, and gives both keys the lease as their expiry;
-// a second grant builds on it.
+// permits held, the size, the holder's "n token expiry", keep and due, its
+// expiry), and gives the hash the lease as its expiry; a second grant
+// builds on it.
 func TestSemaphoreFreshGrantWritesTheHashWhole(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	ctx := t.Context()
@@ -357,40 +363,17 @@ func TestSemaphoreFreshGrantWritesTheHashWhole(t *testing.T) {
 	require.Equal(t, int64(1), reply[0])
 	fields, err := rc.Do(ctx, rc.B().Hgetall().Key(k.lock).Build()).AsStrMap()
 	require.NoError(t, err)
-	expiry, err := rc.Do(ctx, rc.B().Zscore().Key(k.readers).Member("h:1").Build()).AsInt64()
-	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"used": "3", "size": "8", "h:1": "3 " + strconv.FormatInt(reply[1], 10), "keep": strconv.FormatInt(expiry, 10),
-		"due": strconv.FormatInt(expiry, 10)}, fields)
+	expiry := k.holderExpiry(t, rc, "h:1")
+	e := strconv.FormatInt(expiry, 10)
+	assert.Equal(t, map[string]string{"used": "3", "size": "8", "h:1": "3 " + strconv.FormatInt(reply[1], 10) + " " + e, "keep": e, "due": e}, fields)
 	assert.GreaterOrEqual(t, expiry, before+60000, "the holder's expiry is its lease from the grant")
-	for _, key := range []string{k.lock, k.readers} {
-		pttl, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
-		require.NoError(t, err)
-		assert.InDelta(t, 60000, pttl, 5000, "%s expires with the lease", key)
-	}
+	pttl, err := rc.Do(ctx, rc.B().Pttl().Key(k.lock).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.InDelta(t, 60000, pttl, 5000, "the hash expires with the lease")
 	require.Equal(t, int64(1), k.semAttempt(t, rc, "h:2", "1", 2, 8)[0])
 	used, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("used").Build()).ToString()
 	require.NoError(t, err)
 	assert.Equal(t, "5", used)
-}
-
-// The holders' zset may expire up to a millisecond before the hash (its
-// expiry is set from the hash's PTTL, truncated), when every holder's
-// expiry has passed: an attempt that then finds permits counted held with
-// no holder on record starts the semaphore afresh, and the next attempt
-// is granted, rather than queueing behind permits nobody can give back.
-func TestSemaphoreWithoutHoldersOnRecordStartsAfresh(t *testing.T) {
-	rc := redistest.New(t).Client(t)
-	k := keysFor(t, rc)
-	require.Equal(t, int64(1), k.semAttempt(t, rc, "h:1", "1", 2, 2)[0])
-	// The holder's expiry passed (due, no later, with it), and its zset
-	// expired.
-	require.NoError(t, rc.Do(t.Context(), rc.B().Hset().Key(k.lock).FieldValue().FieldValue("due", "1").Build()).Error())
-	require.NoError(t, rc.Do(t.Context(), rc.B().Del().Key(k.readers).Build()).Error())
-	assert.Equal(t, []int64{0, -2}, k.semAttempt(t, rc, "a:1", "1", 1, 2), "retry at once")
-	n, err := rc.Do(t.Context(), rc.B().Exists().Key(k.lock, k.readers).Build()).AsInt64()
-	require.NoError(t, err)
-	assert.Zero(t, n, "both keys gone")
-	assert.Equal(t, int64(1), k.semAttempt(t, rc, "a:1", "1", 2, 2)[0])
 }
 
 // An attempt looks for expired holders only once the hash's "due" has
@@ -503,4 +486,52 @@ func TestSemaphoreSizeConflictKeepsWhatPurgeFreed(t *testing.T) {
 			assert.Equal(t, int64(1), n, "a:1's permit is free")
 		})
 	}
+}
+
+// A holder that releases after its expiry passed (its process paused past
+// its lease, and no script purged it meanwhile) gives its permits back
+// once: the release's own look for dead holders leaves it out, so "used"
+// is not lowered for it twice, which would admit more than size.
+func TestSemaphoreLateReleaseFreesItsPermitsOnce(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 2, "1", 200, 5000)[0])
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "g:1", 1, 2, "1", 60000, 5000)[0])
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "a:1", 1, 2, "1", 60000, 5000)[0], "queued: both permits held")
+	k.waitPastExpiry(t, rc, "h:1")
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:1", 1, 0))
+	used, err := rc.Do(t.Context(), rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), used, "g:1's permit and the one handed to a:1")
+	assert.Equal(t, int64(0), k.semAttemptFor(t, rc, "b:1", 1, 2, "1", 60000, 5000)[0], "no permit left for b:1")
+	fields, err := rc.Do(t.Context(), rc.B().Hkeys().Key(k.lock).Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"size", "used", "keep", "due", "g:1", "a:1"}, fields)
+}
+
+// A holder's field written by earlier scripts, "n token" without its
+// expiry (they kept the expiries in a zset of their own), breaks no
+// script: the holding is alive until released, a renewal gives it an
+// expiry, and an attempt of its owner (a waiter they handed it to) takes
+// it up.
+func TestSemaphoreHolderFieldWithoutExpiry(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	ctx := t.Context()
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 3, "1", 60000, 5000)[0])
+	// Earlier scripts' fields for two more holders, the due passed.
+	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(k.lock).FieldValue().FieldValue("o:1", "1 7").FieldValue("o:2", "1 8").
+		FieldValue("used", "3").FieldValue("due", "1").Build()).Error())
+	assert.Equal(t, int64(0), k.semAttemptFor(t, rc, "a:1", 1, 3, "1", 60000, 5000)[0], "every permit held: a:1 queues")
+	n, err := run(t, rc, luascripts.SemaphoreRenew, []string{k.lock, k.readers}, []string{"o:1", "30000"}).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "renewed")
+	assert.Greater(t, k.holderExpiry(t, rc, "o:1"), serverMicros(t, rc)/1000+20000, "the renewal recorded its expiry")
+	assert.Equal(t, []int64{1, 8}, k.semAttemptFor(t, rc, "o:2", 1, 3, "1", 60000, 5000), "o:2's attempt takes its grant up")
+	assert.Greater(t, k.holderExpiry(t, rc, "o:2"), serverMicros(t, rc)/1000+50000, "for its lease")
+	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:1", 1, 0))
+	assert.Equal(t, int64(1), k.semAttemptFor(t, rc, "a:1", 1, 3, "1", 60000, 5000)[0], "a:1 holds h:1's permit, handed on")
+	used, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), used)
 }

@@ -428,8 +428,8 @@ the client's.
 
 The kind is inferred from the layout: a string is a mutex; a hash with field
 "mode" a read-write lock (the mode is not an owner); a hash with field
-"size" a semaphore (with "used" and its holders; its holders' expiries
-are in the readers key, what its waiters want in their queue records);
+"size" a semaphore (with "used" and its holders, each with its expiry;
+what its waiters want is in their queue records);
 another hash a
 reentrant or a fair lock, which look alike (both are then named: a
 reentrant lock's starving waiters queue as a fair lock's do). Shown: the

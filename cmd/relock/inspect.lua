@@ -70,5 +70,5 @@ return {
   describe(KEYS[3], true),
   describe(KEYS[4]),
   describe(KEYS[5]),
-  semaphore_of(KEYS[1], KEYS[4], limit),
+  semaphore_of(KEYS[1], limit),
 }

@@ -103,7 +103,7 @@ type permitWaiter struct {
 
 // addSemaphore shows the lock as the semaphore raw describes, if it is
 // one: its holders with their permits (as hold counts), their expiries
-// (the readers key holds them: they are not readers), and its waiters
+// (their fields record them: they are not readers), and its waiters
 // with the permits they want (their records in queue say), in the
 // queue's order.
 func (st *lockState) addSemaphore(raw *rawSemaphore, queue rawKey, now int64) {
@@ -111,7 +111,7 @@ func (st *lockState) addSemaphore(raw *rawSemaphore, queue rawKey, now int64) {
 		return
 	}
 	st.Kind, st.KindCandidates = kindSemaphore, []string{kindSemaphore}
-	st.KindNote = `a hash with fields "size", "used", "keep" (a server time, ms, the keys outlive) and "due" (a server time, ms, no later than any holder's expiry), owner id → "permits token"; each waiter's queue record says the permits it wants`
+	st.KindNote = `a hash with fields "size", "used", "keep" (a server time, ms, the hash outlives) and "due" (a server time, ms, no later than any holder's expiry), owner id → "permits token expiry"; each waiter's queue record says the permits it wants`
 	sem := &semaphoreState{
 		permits: permits{Size: raw.size, Used: raw.used, Available: raw.size - raw.used},
 		Holders: []permitHolder{},
