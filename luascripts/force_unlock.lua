@@ -23,7 +23,7 @@ if kind == 'string' then
   owner = redis_call('get', KEYS[1])
   holders = {owner}
 elseif kind == 'hash' then
-  -- owner id -> hold count (a semaphore's: "permits token"); a
+  -- owner id -> hold count (a semaphore's: "permits token expiry"); a
   -- read-write lock's "mode" field is no owner, nor are a semaphore's
   -- "size", "used", "keep" and "due" (owner ids hold a ':').
   for _, field in ipairs(redis_call('hkeys', KEYS[1])) do

@@ -47,10 +47,13 @@ end
 -- holder's field, "n token expiry": cut at its spaces by plain finds,
 -- cheaper than a pattern. The expiry is nil for a field "n token" that
 -- earlier scripts wrote, which kept the holders' expiries in a zset of
--- their own: such a holding is never purged here, and its permits come
--- back when it is released or the hash expires.
+-- their own (the lock's "readers" key; purge reads it for such a field).
+-- Nothing at all for a value that is no holder's (no space).
 local function holding(v)
   local space = string_find(v, ' ', 1, true)
+  if not space then
+    return nil
+  end
   local second = string_find(v, ' ', space + 1, true)
   if not second then
     return string_sub(v, 1, space - 1), string_sub(v, space + 1), nil
@@ -169,13 +172,15 @@ end
 -- ended), and returns how many of used are still held and a server time
 -- (ms) no later than the first expiry of the holders left, for wait_for
 -- (false when none is held). gone, if not nil, is an owner whose field
--- the caller deletes already (a release): it is no holder left.
+-- the caller deletes already (a release): it is no holder left. legacy is
+-- the zset where earlier scripts kept the holders' expiries: a field they
+-- wrote ("n token") has its expiry there, or is alive and bounds nothing.
 -- While the server's clock is before w's due (the hash's "due", no later
 -- than any holder's expiry: every write of a holder's expiry keeps it
 -- so, lower_due), nobody can be dead: purge reads nothing and returns
 -- due. Otherwise it reads every field of the hash, frees the dead, if
 -- any, and moves due on to the first expiry left, through w.
-local function purge(lock, used, w, gone)
+local function purge(lock, used, w, gone, legacy)
   if used == 0 then
     -- Nobody holds: due bounds no expiry, and the next grant sets it
     -- (lower_due), rather than keep one that may have passed.
@@ -191,10 +196,14 @@ local function purge(lock, used, w, gone)
   for i = 1, #all, 2 do
     local owner = all[i]
     if not own_fields[owner] and owner ~= gone then
-      local n, _, expiry = holding(all[i + 1])
+      local n, token, expiry = holding(all[i + 1])
+      if token and not expiry then
+        expiry = redis_call('zscore', legacy, owner)
+      end
       expiry = expiry and expiry + 0
       if not expiry then
-        -- Unknown (earlier scripts'): alive, and bounds nothing.
+        -- No holder's field, or one of earlier scripts that recorded no
+        -- expiry: alive, and bounds nothing.
       elseif expiry <= now then
         used = used - n
         delete_field(lock, w, owner)

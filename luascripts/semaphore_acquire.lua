@@ -6,7 +6,8 @@
 -- KEYS[1]  the lock (hash; see semaphore.lua)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (zset: the waiters in arrival order; see queue.lua)
--- KEYS[4]  unused (the holders' expiries are in the lock's hash)
+-- KEYS[4]  the holders' expiries that earlier scripts kept (zset: owner
+--          id -> server time, ms; semaphore.lua, purge)
 -- KEYS[5]  the gone owners (zset: owner id -> server time, ms; see gone.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease, milliseconds
@@ -32,7 +33,7 @@
 -- recorded as gone, which is neither granted nor queued (its caller gave
 -- up before this attempt landed). Fails with a RELOCKINVALID error when
 -- permits are held under another size.
-local lock, fence, queue, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
+local lock, fence, queue, legacy, gone = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ms, pub, channel = ARGV[1], ARGV[2] + 0, ARGV[6], ARGV[5]
 local n, size = ARGV[9] + 0, ARGV[10] + 0
 
@@ -76,9 +77,12 @@ end
 local held_n, token, expiry
 if v[3] then
   held_n, token, expiry = holding(v[3])
+  if token and not expiry then
+    expiry = redis_call('zscore', legacy, owner) -- earlier scripts' grant (purge)
+  end
   expiry = expiry and expiry + 0
 end
-if v[3] and (not expiry or expiry > server_ms()) then
+if token and (not expiry or expiry > server_ms()) then
   -- A release handed permits to this owner, a queued waiter: its lease
   -- from now on. (A grant that expired is purged below; one that
   -- earlier scripts recorded without its expiry is taken up.)
@@ -99,7 +103,7 @@ if v[3] and (not expiry or expiry > server_ms()) then
 end
 local w = writes(v[4], v[5])
 local stored = (v[2] or 0) + 0
-local used, earliest = purge(lock, stored, w)
+local used, earliest = purge(lock, stored, w, nil, legacy)
 local resize = nil
 if (v[1] and v[1] + 0) ~= size then
   if used > 0 then

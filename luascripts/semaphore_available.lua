@@ -6,7 +6,8 @@
 -- KEYS[1]  the lock (hash; see semaphore.lua)
 -- KEYS[2]  the fence counter
 -- KEYS[3]  the queue (zset; see queue.lua)
--- KEYS[4]  unused (the holders' expiries are in the lock's hash)
+-- KEYS[4]  the holders' expiries that earlier scripts kept (zset: owner
+--          id -> server time, ms; semaphore.lua, purge)
 -- KEYS[5]  unused (gone)
 -- ARGV[1]  wake-up channel
 -- ARGV[2]  publish command: "publish", or "spublish" in cluster mode
@@ -15,7 +16,7 @@
 -- Returns size minus the permits held. Fails with a RELOCKINVALID error
 -- when permits are held under another size; returns 0 when another kind's
 -- lock has the name.
-local lock, fence, queue = KEYS[1], KEYS[2], KEYS[3]
+local lock, fence, queue, legacy = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local size = tonumber(ARGV[3])
 local v = redis_pcall('hmget', lock, size_field, used_field, keep_field, due_field)
 if v.err then
@@ -26,7 +27,7 @@ if not v[1] then
 end
 local held = tonumber(v[2]) or 0
 local w = writes(v[3], v[4])
-local used = purge(lock, held, w)
+local used = purge(lock, held, w, nil, legacy)
 if used > 0 and tonumber(v[1]) ~= size then
   -- What purge freed stays freed.
   if used ~= held then

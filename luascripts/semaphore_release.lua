@@ -6,7 +6,8 @@
 --
 -- KEYS[1]  the lock (hash; see semaphore.lua)
 -- KEYS[2]  the queue (zset; see queue.lua)
--- KEYS[3]  unused (the holders' expiries are in the lock's hash)
+-- KEYS[3]  the holders' expiries that earlier scripts kept (zset: owner
+--          id -> server time, ms; semaphore.lua, purge)
 -- KEYS[4]  the gone owners (zset; see gone.lua)
 -- KEYS[5]  the fence counter (the tokens of handed-on grants)
 -- ARGV[1]  owner id
@@ -20,7 +21,7 @@
 -- woken.
 --
 -- Returns 1 when released, 0 when the owner held no permits.
-local lock, queue, gone, fence = KEYS[1], KEYS[2], KEYS[4], KEYS[5]
+local lock, queue, legacy, gone, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, channel, pub = ARGV[1], ARGV[2], ARGV[3]
 record_gone(gone, owner, ARGV[5]) -- the script is atomic: order is free
 local v = redis_pcall('hmget', lock, owner, size_field, used_field, keep_field, due_field)
@@ -32,7 +33,7 @@ local used = (v[3] or 0) + 0
 local released = 0
 local w
 if v[1] then
-  used = used - holding(v[1])
+  used = used - (holding(v[1]) or 0)
   released = 1
   if used == 0 and redis_call('exists', queue) == 0 then
     -- The last permit back, nobody queued: the common case, one DEL.
@@ -51,7 +52,7 @@ if not v[2] then
   flush(lock, w)
   return released
 end
-used = purge(lock, used, w, owner)
+used = purge(lock, used, w, owner, legacy)
 local head
 used, head = serve(lock, fence, queue, v[2] + 0, used, pub, channel, nil, nil, nil, false, w)
 settle(lock, used, head, nil, w)

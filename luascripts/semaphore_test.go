@@ -194,9 +194,6 @@ func TestSemaphoreHashOutlivesItsHolders(t *testing.T) {
 	expiry := k.holderExpiry(t, rc, "a")
 	assert.Greater(t, expiry, serverMicros(t, rc)/1000+100000, "renewed for 120 s")
 	assert.GreaterOrEqual(t, expiryAt(t, rc, k.lock), expiry, "the hash outlives the renewed holding")
-	exists, err := rc.Do(t.Context(), rc.B().Exists().Key(k.readers).Build()).AsInt64()
-	require.NoError(t, err)
-	assert.Zero(t, exists, "no key besides the hash")
 }
 
 // A release that frees a permit wakes a first waiter whose want is
@@ -510,10 +507,11 @@ func TestSemaphoreLateReleaseFreesItsPermitsOnce(t *testing.T) {
 }
 
 // A holder's field written by earlier scripts, "n token" without its
-// expiry (they kept the expiries in a zset of their own), breaks no
-// script: the holding is alive until released, a renewal gives it an
-// expiry, and an attempt of its owner (a waiter they handed it to) takes
-// it up.
+// expiry (they kept the expiries in a zset of their own, the lock's
+// readers key), breaks no script: a holding with no expiry there is alive
+// until released, a renewal gives it an expiry (and moves due back to
+// it), and an attempt of its owner (a waiter they handed it to) takes it
+// up.
 func TestSemaphoreHolderFieldWithoutExpiry(t *testing.T) {
 	rc := redistest.New(t).Client(t)
 	k := keysFor(t, rc)
@@ -526,7 +524,11 @@ func TestSemaphoreHolderFieldWithoutExpiry(t *testing.T) {
 	n, err := run(t, rc, luascripts.SemaphoreRenew, []string{k.lock, k.readers}, []string{"o:1", "30000"}).AsInt64()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n, "renewed")
-	assert.Greater(t, k.holderExpiry(t, rc, "o:1"), serverMicros(t, rc)/1000+20000, "the renewal recorded its expiry")
+	o1 := k.holderExpiry(t, rc, "o:1")
+	assert.Greater(t, o1, serverMicros(t, rc)/1000+20000, "the renewal recorded its expiry")
+	due, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("due").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, due, o1, "due comes no later than the expiry the renewal gave")
 	assert.Equal(t, []int64{1, 8}, k.semAttemptFor(t, rc, "o:2", 1, 3, "1", 60000, 5000), "o:2's attempt takes its grant up")
 	assert.Greater(t, k.holderExpiry(t, rc, "o:2"), serverMicros(t, rc)/1000+50000, "for its lease")
 	require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "h:1", 1, 0))
@@ -534,4 +536,25 @@ func TestSemaphoreHolderFieldWithoutExpiry(t *testing.T) {
 	used, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), used)
+}
+
+// A holding that earlier scripts granted, whose field records no expiry,
+// expires when its expiry in their zset (the lock's readers key) passes:
+// an attempt's purge reads it there and frees its permits, and a renewal
+// does not revive it.
+func TestSemaphoreHolderOfEarlierScriptsExpires(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	ctx := t.Context()
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 2, "1", 60000, 5000)[0])
+	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(k.lock).FieldValue().FieldValue("o:1", "1 7").FieldValue("used", "2").
+		FieldValue("due", "1").Build()).Error())
+	require.NoError(t, rc.Do(ctx, rc.B().Zadd().Key(k.readers).ScoreMember().ScoreMember(float64(serverMicros(t, rc)/1000-1000), "o:1").Build()).Error())
+	n, err := run(t, rc, luascripts.SemaphoreRenew, []string{k.lock, k.readers}, []string{"o:1", "30000"}).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n, "an expired holding is not renewed")
+	assert.Equal(t, int64(1), k.semAttemptFor(t, rc, "a:1", 1, 2, "1", 60000, 5000)[0], "o:1's permit is free")
+	used, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), used, "h:1's and a:1's")
 }
