@@ -169,7 +169,7 @@ end
 
 -- Frees the permits of the holders whose expiry has passed (they died, or
 -- were cut off from Redis for longer than their lease: their leases have
--- ended), and returns how many of used are still held and a server time
+-- ended), and returns how many permits are still held and a server time
 -- (ms) no later than the first expiry of the holders left, for wait_for
 -- (false when none is held). gone, if not nil, is an owner whose field
 -- the caller deletes already (a release): it is no holder left. legacy is
@@ -191,7 +191,10 @@ local function purge(lock, used, w, gone, legacy)
   if w.due and w.due > now then
     return used, w.due
   end
-  local first = false
+  -- The permits of the live holders, counted anew: the fields are the
+  -- holdings, and "used" only their sum, which this puts right if it
+  -- ever drifted.
+  local first, live = false, 0
   local all = redis_call('hgetall', lock)
   for i = 1, #all, 2 do
     local owner = all[i]
@@ -201,25 +204,28 @@ local function purge(lock, used, w, gone, legacy)
         expiry = redis_call('zscore', legacy, owner)
       end
       expiry = expiry and expiry + 0
-      if not expiry then
-        -- No holder's field, or one of earlier scripts that recorded no
-        -- expiry: alive, and bounds nothing.
-      elseif expiry <= now then
-        used = used - n
+      if not n then
+        -- No holding (no holder's field).
+      elseif expiry and expiry <= now then
         delete_field(lock, w, owner)
-      elseif not first or expiry < first then
-        first = expiry
+      else
+        live = live + n
+        -- A holding of earlier scripts with no expiry recorded is alive,
+        -- and bounds nothing.
+        if expiry and (not first or expiry < first) then
+          first = expiry
+        end
       end
     end
   end
   if not first then
     w.due = nil -- as with nobody holding, above
-    return used, false
+    return live, false
   end
   if first ~= w.due then
     w.due, w.due_moved = first, true
   end
-  return used, first
+  return live, first
 end
 
 -- Hands permits to the waiters at the head of the queue, in arrival

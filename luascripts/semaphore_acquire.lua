@@ -164,6 +164,9 @@ if ARGV[3] ~= '0' then
     outlast(lock, w, ARGV[4])
     flush(lock, w)
   end
+elseif fresh then
+  -- No semaphore, nothing granted, and a TryLock leaves nobody queued:
+  -- nothing to write (a hash written now would have no expiry).
 elseif used ~= stored or resize then
   settle(lock, used, head, resize, w)
 else

@@ -558,3 +558,39 @@ func TestSemaphoreHolderOfEarlierScriptsExpires(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), used, "h:1's and a:1's")
 }
+
+// A TryAcquire that finds no semaphore but a queue whose first waiter it
+// cannot serve (it asked for more than this caller's size) writes no
+// hash: one written then would have no expiry, and stay for good.
+func TestSemaphoreTryBehindAWaiterWritesNoHash(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	ctx := t.Context()
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 3, 3, "1", 60000, 5000)[0])
+	require.Equal(t, int64(0), k.semAttemptFor(t, rc, "a:1", 3, 3, "1", 60000, 5000)[0])
+	require.NoError(t, rc.Do(ctx, rc.B().Del().Key(k.lock).Build()).Error()) // the hash expired
+	assert.Equal(t, int64(0), k.semAttemptFor(t, rc, "b:1", 1, 2, "0", 60000, 5000)[0], "behind a:1")
+	n, err := rc.Do(ctx, rc.B().Exists().Key(k.lock).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "no hash written")
+}
+
+// "used" is the sum of the holders' permits; a purge, which reads every
+// holder, counts it anew, so that a count that drifted from the holdings
+// does not keep permits from being taken, or hand out more than size.
+func TestSemaphorePurgeCountsTheHoldings(t *testing.T) {
+	rc := redistest.New(t).Client(t)
+	k := keysFor(t, rc)
+	ctx := t.Context()
+	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 2, 8, "1", 60000, 5000)[0])
+	for _, drift := range []string{"7", "1"} {
+		// due passed: the next attempt reads every holder.
+		require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(k.lock).FieldValue().FieldValue("used", drift).FieldValue("due", "1").Build()).Error())
+		reply := k.semAttemptFor(t, rc, "a:"+drift, 2, 8, "1", 60000, 5000)
+		require.Equal(t, int64(1), reply[0], "used %s: a's 2 permits fit beside h:1's 2", drift)
+		used, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
+		require.NoError(t, err)
+		assert.Equal(t, int64(4), used, "used %s counted anew: h:1's 2 and a's 2", drift)
+		require.Equal(t, int64(1), k.release(t, rc, luascripts.SemaphoreRelease, "a:"+drift, 1, 0))
+	}
+}
