@@ -102,7 +102,7 @@ var scripts = [numScripts]*loaded{
 
 	SemaphoreAcquire:   load(writes, packedAcquire, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_acquire.lua"),
 	SemaphoreRelease:   load(keeps, packedRelease, "time.lua", "wire.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_release.lua"),
-	SemaphoreRenew:     load(keeps, plain, "time.lua", "semaphore_renew.lua"),
+	SemaphoreRenew:     load(keeps, plain, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_renew.lua"),
 	SemaphoreAvailable: load(keeps, plain, "time.lua", "fence.lua", "gone.lua", "wake.lua", "queue.lua", "semaphore.lua", "semaphore_available.lua"),
 }
 

@@ -61,6 +61,19 @@ local function holding(v)
   return string_sub(v, 1, space - 1), string_sub(v, space + 1, second - 1), string_sub(v, second + 1)
 end
 
+-- Returns holding(v), owner's field in the hash, with its expiry a
+-- number, and whether the field records it: for a field of earlier
+-- scripts, the expiry is owner's score in legacy, their zset of the
+-- holders' expiries, or nil when none is recorded there either.
+local function holding_at(v, owner, legacy)
+  local n, token, expiry = holding(v)
+  local recorded = expiry ~= nil
+  if token and not recorded then
+    expiry = redis_call('zscore', legacy, owner)
+  end
+  return n, token, expiry and expiry + 0, recorded
+end
+
 -- Returns a holder's field: n permits (a decimal string) granted with
 -- token until expiry (decimal strings).
 local function holder_field(n, token, expiry)
@@ -72,9 +85,9 @@ end
 -- and sets are flat field lists (field, value, … for sets), never naming
 -- a field twice; keep is the hash's "keep" (server time, ms, before which
 -- the hash cannot expire: the write of it made sure of that, and its
--- expiry is only ever lengthened), or nil when
--- none is known, and moved whether the script moved it on; due and
--- due_moved the same of the hash's "due" (purge).
+-- expiry is only ever lengthened), or nil when none is known, and moved
+-- whether the script moved it on; due and due_moved the same of the
+-- hash's "due" (purge).
 local function writes(keep, due)
   return {dels = {}, sets = {}, keep = keep and keep + 0, moved = false, due = due and due + 0, due_moved = false}
 end
@@ -199,11 +212,7 @@ local function purge(lock, used, w, gone, legacy)
   for i = 1, #all, 2 do
     local owner = all[i]
     if not own_fields[owner] and owner ~= gone then
-      local n, token, expiry = holding(all[i + 1])
-      if token and not expiry then
-        expiry = redis_call('zscore', legacy, owner)
-      end
-      expiry = expiry and expiry + 0
+      local n, _, expiry = holding_at(all[i + 1], owner, legacy)
       if not n then
         -- No holding (no holder's field).
       elseif expiry and expiry <= now then

@@ -76,11 +76,7 @@ if seen > 0 then
 end
 local held_n, token, expiry
 if v[3] then
-  held_n, token, expiry = holding(v[3])
-  if token and not expiry then
-    expiry = redis_call('zscore', legacy, owner) -- earlier scripts' grant (purge)
-  end
-  expiry = expiry and expiry + 0
+  held_n, token, expiry = holding_at(v[3], owner, legacy)
 end
 if token and (not expiry or expiry > server_ms()) then
   -- A release handed permits to this owner, a queued waiter: its lease

@@ -137,6 +137,17 @@ func expiryAt(t *testing.T, rc rueidis.Client, key string) int64 {
 	return ms
 }
 
+// setFields sets fields of k's semaphore hash, as another version of the
+// scripts, or a drift, would have left them: field, value, ….
+func (k lockKeys) setFields(t *testing.T, rc rueidis.Client, fieldValues ...string) {
+	t.Helper()
+	cmd := rc.B().Hset().Key(k.lock).FieldValue()
+	for i := 0; i+1 < len(fieldValues); i += 2 {
+		cmd = cmd.FieldValue(fieldValues[i], fieldValues[i+1])
+	}
+	require.NoError(t, rc.Do(t.Context(), cmd.Build()).Error())
+}
+
 // holderExpiry returns owner's expiry (server time, ms): the last of its
 // field's "n token expiry".
 func (k lockKeys) holderExpiry(t *testing.T, rc rueidis.Client, owner string) int64 {
@@ -518,8 +529,7 @@ func TestSemaphoreHolderFieldWithoutExpiry(t *testing.T) {
 	ctx := t.Context()
 	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 3, "1", 60000, 5000)[0])
 	// Earlier scripts' fields for two more holders, the due passed.
-	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(k.lock).FieldValue().FieldValue("o:1", "1 7").FieldValue("o:2", "1 8").
-		FieldValue("used", "3").FieldValue("due", "1").Build()).Error())
+	k.setFields(t, rc, "o:1", "1 7", "o:2", "1 8", "used", "3", "due", "1")
 	assert.Equal(t, int64(0), k.semAttemptFor(t, rc, "a:1", 1, 3, "1", 60000, 5000)[0], "every permit held: a:1 queues")
 	n, err := run(t, rc, luascripts.SemaphoreRenew, []string{k.lock, k.readers}, []string{"o:1", "30000"}).AsInt64()
 	require.NoError(t, err)
@@ -547,8 +557,7 @@ func TestSemaphoreHolderOfEarlierScriptsExpires(t *testing.T) {
 	k := keysFor(t, rc)
 	ctx := t.Context()
 	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 1, 2, "1", 60000, 5000)[0])
-	require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(k.lock).FieldValue().FieldValue("o:1", "1 7").FieldValue("used", "2").
-		FieldValue("due", "1").Build()).Error())
+	k.setFields(t, rc, "o:1", "1 7", "used", "2", "due", "1")
 	require.NoError(t, rc.Do(ctx, rc.B().Zadd().Key(k.readers).ScoreMember().ScoreMember(float64(serverMicros(t, rc)/1000-1000), "o:1").Build()).Error())
 	n, err := run(t, rc, luascripts.SemaphoreRenew, []string{k.lock, k.readers}, []string{"o:1", "30000"}).AsInt64()
 	require.NoError(t, err)
@@ -585,7 +594,7 @@ func TestSemaphorePurgeCountsTheHoldings(t *testing.T) {
 	require.Equal(t, int64(1), k.semAttemptFor(t, rc, "h:1", 2, 8, "1", 60000, 5000)[0])
 	for _, drift := range []string{"7", "1"} {
 		// due passed: the next attempt reads every holder.
-		require.NoError(t, rc.Do(ctx, rc.B().Hset().Key(k.lock).FieldValue().FieldValue("used", drift).FieldValue("due", "1").Build()).Error())
+		k.setFields(t, rc, "used", drift, "due", "1")
 		reply := k.semAttemptFor(t, rc, "a:"+drift, 2, 8, "1", 60000, 5000)
 		require.Equal(t, int64(1), reply[0], "used %s: a's 2 permits fit beside h:1's 2", drift)
 		used, err := rc.Do(ctx, rc.B().Hget().Key(k.lock).Field("used").Build()).AsInt64()
